@@ -1,0 +1,26 @@
+"""Starling: a JAX-style functional array library.
+
+Users write pure functions over immutable arrays (``starling.numpy``), draw randomness from
+explicit keys (``starling.random``), and compose transformations.
+"""
+from __future__ import annotations
+
+import sys as _sys
+import warnings as _warnings
+
+# NumPy floating-point warnings (divide by zero, overflow, invalid) are not raised by Starling's
+# kernels: results follow IEEE 754 (inf / nan) silently, as in JAX. np.errstate would cost ~2 us a
+# call, so the filter is scoped to Starling's modules instead.
+_warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"starling\.")
+
+from . import tree  # noqa: E402,F401
+from .arrays.array import Array  # noqa: E402,F401
+from .arrays.device import Device, devices, local_device_count  # noqa: E402,F401
+from .arrays import numpy  # noqa: E402,F401
+from .arrays.numpy import fft as _fft, linalg as _linalg  # noqa: E402
+
+_sys.modules[__name__ + ".numpy"] = numpy
+_sys.modules[__name__ + ".numpy.fft"] = _fft
+_sys.modules[__name__ + ".numpy.linalg"] = _linalg
+
+__version__ = "0.1.0"

@@ -1,0 +1,51 @@
+"""convert_element_type: the one primitive that changes dtype (and weak_type).
+
+Semantics follow NumPy's ``astype`` (C casts): float -> int truncates toward zero, out-of-range
+float -> int is implementation-defined as in NumPy, complex -> real keeps the real part,
+anything -> bool is ``x != 0``.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ...core import dtypes
+from ...core.primitive import Primitive
+from ..array import Array
+
+convert_element_type_p = Primitive("convert_element_type", family="convert")
+
+
+def _impl(x, *, new_dtype, weak_type):
+    if x.dtype == new_dtype:
+        return x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ComplexWarning, invalid-value casts: NumPy semantics
+        if dtypes.is_complex(x.dtype) and not dtypes.is_complex(new_dtype):
+            x = np.real(x)
+        return np.asarray(x).astype(new_dtype)
+
+
+convert_element_type_p.impl = _impl
+convert_element_type_p.abstract_eval = lambda x, *, new_dtype, weak_type: x.update(
+    dtype=new_dtype, weak_type=weak_type)
+convert_element_type_p.weak_type = lambda w, *, new_dtype, weak_type: weak_type
+
+
+def convert_element_type(x, new_dtype, weak_type=False):
+    """Casts ``x`` (Array or Tracer) to ``new_dtype``; a no-op cast returns ``x`` itself.
+
+    Args:
+        x: operand of any shape ``(*dims)``.
+        new_dtype: target np.dtype (already canonical).
+        weak_type: weak flag of the result.
+    Returns:
+        Array/Tracer of shape ``(*dims)`` and dtype ``new_dtype``.
+    """
+    if type(x) is Array:
+        if x._buf.dtype == new_dtype and x._weak == weak_type:
+            return x
+    elif x.aval.dtype == new_dtype and x.aval.weak_type == weak_type:
+        return x
+    return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)

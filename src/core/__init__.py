@@ -1,0 +1,1 @@
+"""The small kernel everything else stands on: dtypes, avals, primitives, traces, the IR."""

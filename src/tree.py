@@ -1,0 +1,80 @@
+"""Pytrees: the ONLY module that imports optree. Starling's registry namespace is "starling".
+
+A pytree is a nested structure of containers (tuple, list, dict, namedtuple, None, and any type
+registered here) whose leaves are arrays or scalars. Transformations flatten their inputs and
+outputs with these functions.
+"""
+from __future__ import annotations
+
+import optree
+
+NAMESPACE = "starling"
+
+PyTreeSpec = optree.PyTreeSpec
+
+
+def flatten(tree, is_leaf=None):
+    """Returns ``(leaves, treedef)``; ``None`` is an empty subtree (no leaf), as in JAX."""
+    return optree.tree_flatten(tree, is_leaf=is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+
+
+def flatten_with_path(tree, is_leaf=None):
+    """Returns ``(paths, leaves, treedef)``; a path is a tuple of keys/indices."""
+    return optree.tree_flatten_with_path(tree, is_leaf=is_leaf, none_is_leaf=False,
+                                         namespace=NAMESPACE)
+
+
+def unflatten(treedef, leaves):
+    """Inverse of ``flatten``. Raises ValueError when the leaf count does not match."""
+    return optree.tree_unflatten(treedef, leaves)
+
+
+def leaves(tree, is_leaf=None):
+    return optree.tree_leaves(tree, is_leaf=is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+
+
+def structure(tree, is_leaf=None):
+    return optree.tree_structure(tree, is_leaf=is_leaf, none_is_leaf=False, namespace=NAMESPACE)
+
+
+def map(fn, tree, *rest, is_leaf=None):  # noqa: A001  (the field's name: tree.map)
+    """Applies ``fn`` leafwise over one or more trees of the same structure."""
+    return optree.tree_map(fn, tree, *rest, is_leaf=is_leaf, none_is_leaf=False,
+                           namespace=NAMESPACE)
+
+
+def map_with_path(fn, tree, *rest, is_leaf=None):
+    return optree.tree_map_with_path(fn, tree, *rest, is_leaf=is_leaf, none_is_leaf=False,
+                                     namespace=NAMESPACE)
+
+
+def register_node(cls, flatten_fn, unflatten_fn):
+    """Registers ``cls`` as a pytree node in the "starling" namespace.
+
+    ``flatten_fn(obj) -> (children, aux_data)``; ``unflatten_fn(aux_data, children) -> obj``.
+    """
+    optree.register_pytree_node(cls, flatten_fn, unflatten_fn, namespace=NAMESPACE)
+    return cls
+
+
+def register_dataclass(cls, data_fields, meta_fields):
+    """Registers a dataclass: ``data_fields`` are children, ``meta_fields`` static aux data."""
+    def flatten_fn(obj):
+        return [getattr(obj, f) for f in data_fields], tuple(getattr(obj, f) for f in meta_fields)
+
+    def unflatten_fn(aux, children):
+        obj = object.__new__(cls)
+        for f, v in zip(data_fields, children):
+            object.__setattr__(obj, f, v)
+        for f, v in zip(meta_fields, aux):
+            object.__setattr__(obj, f, v)
+        return obj
+    return register_node(cls, flatten_fn, unflatten_fn)
+
+
+def path_str(path) -> str:
+    """Human-readable form of a key path, e.g. ``['params'][0].w``."""
+    out = []
+    for k in path:
+        out.append(f"[{k!r}]" if not isinstance(k, str) or not k.isidentifier() else f"[{k!r}]")
+    return "".join(out) or "<root>"

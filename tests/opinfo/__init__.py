@@ -1,0 +1,77 @@
+"""Op metadata for generated tests: one OpInfo per public op of starling.numpy.
+
+Each family module in this package appends OpInfos to REGISTRY. The generated tests
+(tests/test_ops_generated.py) check every OpInfo against its NumPy reference on every dtype it
+lists, on its sample inputs (which include hard cases: size-0/size-1 dims, NaN/inf, -0.0,
+integer overflow) and on hypothesis-drawn shapes where ``hypothesis_shapes`` is set.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import numpy as np
+
+REGISTRY: list["OpInfo"] = []
+
+
+@dataclasses.dataclass
+class Sample:
+    """One call: ``op(*args, **kwargs)``; args are NumPy arrays / Python values."""
+    args: tuple
+    kwargs: dict = dataclasses.field(default_factory=dict)
+    name: str = ""
+
+
+@dataclasses.dataclass
+class OpInfo:
+    """Metadata of one op.
+
+    name: attribute of starling.numpy (dotted for submodules: "linalg.inv", "fft.fft").
+    ref: NumPy/SciPy reference taking the same arguments (as NumPy arrays).
+    dtypes: the dtypes to test.
+    samples: ``samples(rng, dtype) -> list[Sample]``.
+    rtol/atol: default tolerances; ``tols`` overrides per dtype name.
+    expected_dtype: ``expected_dtype(dtype, sample) -> np.dtype`` when it differs from NumPy's
+        (e.g. JAX promotion: sin(int) is float32); None compares values only after casting.
+    check_dtype: compare result dtypes (with expected_dtype, or NumPy's result dtype).
+    differentiable: for the transformation tests (later issues).
+    """
+    name: str
+    ref: Callable
+    dtypes: tuple
+    samples: Callable
+    rtol: float = 1e-6
+    atol: float = 1e-6
+    tols: dict = dataclasses.field(default_factory=dict)
+    expected_dtype: Callable | None = None
+    check_dtype: bool = True
+    differentiable: bool = True
+    hypothesis_shapes: bool = False
+    nin: int = 1
+    eager_only: bool = False
+
+    def tol(self, dtype):
+        default = {"float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2), "float32": (1e-5, 1e-6),
+                   "complex64": (1e-5, 1e-6), "float8_e4m3fn": (1e-1, 1e-1),
+                   "float8_e5m2": (2e-1, 2e-1), "float4_e2m1fn": (5e-1, 5e-1)}
+        name = np.dtype(dtype).name
+        if name in self.tols:
+            return self.tols[name]
+        if name in default:
+            r, a = default[name]
+            return max(r, self.rtol), max(a, self.atol)
+        return self.rtol, self.atol
+
+
+def register(*infos):
+    REGISTRY.extend(infos)
+    return infos
+
+
+def resolve(name):
+    import starling.numpy as snp
+    obj = snp
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    return obj
