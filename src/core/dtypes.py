@@ -11,7 +11,7 @@ float32 and ``x_i8 + 3`` is int8. Joins on the lattice:
 kind mix       result
 =============  =====================================================================
 bool + T       T
-int + int      the smallest signed/unsigned int holding both (u64 + i64 -> float)
+int + int      the smallest signed/unsigned int holding both (u64 + i64 -> weak float32)
 int + float    the float (a weak float scalar with an int array -> default float)
 float + float  the wider float; bfloat16 + float16 -> float32
 any + complex  the complex wide enough for both parts
@@ -202,14 +202,9 @@ def _promote_pair(a, wa, b, wb):
                         f"low-precision floats (float8/float4) mix only with themselves or "
                         f"Python scalars: cast explicitly with .astype(...)")
     if isinstance(j, str):
-        # A weak result keeps the weak operand's own width when both were weak, else the default.
-        if wa and wb:
-            return (a if na == j else b), True
-        if wa and na == j:
-            return a, True
-        if wb and nb == j:
-            return b, True
-        return _WEAK_DEFAULT[j], wa or wb
+        # The join is a weak node (i*, f*, c*): the result is weak and takes the default dtype of
+        # its kind, which keeps promotion associative (JAX's rule).
+        return _WEAK_DEFAULT[j], True
     return j, False
 
 
