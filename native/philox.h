@@ -32,4 +32,11 @@ inline void philox4x32_10(const uint32_t ctr_in[4], const uint32_t key_in[2], ui
 void philox4x32_10_batch(const uint32_t* counters, const uint32_t* keys, int64_t key_stride,
                          uint32_t* out, int64_t n);
 
+// The counter-mode stream of each key: out[k, j] is word j % 4 of
+// philox4x32_10(counter = (b mod 2^32, b >> 32, tag, 0), key = keys[k]) with b = j / 4.
+// keys: (n_keys, 2); out: (n_keys, n_words). Uses up to n_threads threads for large outputs;
+// the result does not depend on n_threads.
+void philox4x32_10_stream(const uint32_t* keys, int64_t n_keys, uint32_t tag, uint32_t* out,
+                          int64_t n_words, int n_threads);
+
 }  // namespace starling

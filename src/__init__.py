@@ -23,4 +23,15 @@ _sys.modules[__name__ + ".numpy"] = numpy
 _sys.modules[__name__ + ".numpy.fft"] = _fft
 _sys.modules[__name__ + ".numpy.linalg"] = _linalg
 
+from .arrays import random  # noqa: E402,F401
+_sys.modules[__name__ + ".random"] = random
+
 __version__ = "0.1.0"
+
+from .arrays.ops.autodiff import stop_gradient  # noqa: E402,F401
+from .transforms.custom import custom_jvp, custom_vjp  # noqa: E402,F401
+from .transforms.grad import (  # noqa: E402,F401
+    grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp,
+)
+from .transforms.stage import eval_shape, make_ir  # noqa: E402,F401
+from .transforms.vmap import vmap  # noqa: E402,F401

@@ -78,3 +78,23 @@ def path_str(path) -> str:
     for k in path:
         out.append(f"[{k!r}]" if not isinstance(k, str) or not k.isidentifier() else f"[{k!r}]")
     return "".join(out) or "<root>"
+
+
+class _NoneAxis:
+    """Stands for ``None`` inside a prefix tree (where None would otherwise be an empty subtree)."""
+
+    def __repr__(self):
+        return "None"
+
+
+_NONE_AXIS = _NoneAxis()
+
+
+def broadcast_prefix(prefix, full):
+    """One prefix value per leaf of ``full`` (flat list), where ``prefix`` is a pytree prefix of
+    ``full`` whose leaves (including ``None``, which here means a value, not an empty subtree)
+    apply to whole subtrees. Raises ValueError when ``prefix`` is not a prefix of ``full``."""
+    marked = optree.tree_map(lambda x: _NONE_AXIS if x is None else x, prefix, none_is_leaf=True,
+                             namespace=NAMESPACE)
+    flat = optree.broadcast_prefix(marked, full, none_is_leaf=False, namespace=NAMESPACE)
+    return [None if x is _NONE_AXIS else x for x in flat]

@@ -35,7 +35,11 @@ class OpInfo:
     expected_dtype: ``expected_dtype(dtype, sample) -> np.dtype`` when it differs from NumPy's
         (e.g. JAX promotion: sin(int) is float32); None compares values only after casting.
     check_dtype: compare result dtypes (with expected_dtype, or NumPy's result dtype).
-    differentiable: for the transformation tests (later issues).
+    differentiable: whether check_grads applies (False for integer/bool-valued and
+        piecewise-constant ops, whose JVP must be zero).
+    grad_samples: ``grad_samples(rng, dtype) -> list[Sample]`` for check_grads (defaults to the
+        samples whose float arguments and outputs are finite).
+    vmap: whether the generated vmap-vs-loop test applies (False for eager-only ops).
     """
     name: str
     ref: Callable
@@ -50,6 +54,10 @@ class OpInfo:
     hypothesis_shapes: bool = False
     nin: int = 1
     eager_only: bool = False
+    grad_samples: Callable | None = None   # samples for check_grads (default: finite samples)
+    grad_tol: float = 1e-5
+    grad_order: int = 2
+    vmap: bool = True
 
     def tol(self, dtype):
         default = {"float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2), "float32": (1e-5, 1e-6),

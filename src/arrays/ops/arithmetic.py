@@ -1,23 +1,265 @@
 """Elementwise arithmetic, comparison, logical and bitwise ops (the operators of Array).
 
-Integer overflow wraps (two's complement), as in NumPy. Integer division by zero returns 0 for
-floor_divide and remainder (NumPy's result), with no warning.
+Semantics follow NumPy on the promoted dtype (JAX promotion, weak Python scalars):
+
+* Integer overflow wraps (two's complement): ``int8 127 + 1 == -128``, ``abs(int8 -128) == -128``.
+* Integer division by zero gives NumPy's values without a warning: ``floor_divide`` and
+  ``remainder`` (and ``fmod``) give 0; ``divide`` works in floats (inf / nan).
+* bool: ops that NumPy keeps closed on bool keep NumPy's meaning (``add`` is logical or,
+  ``multiply`` logical and, ``abs`` the identity, bitwise ops are logical); ops that NumPy rejects
+  or silently turns into int8 (``subtract``, ``negative``, ``positive``, ``sign``, ``square``,
+  ``floor_divide``, ``remainder``, ``fmod``, ``pow``) raise TypeError.
+* Ordering comparisons of complex numbers raise TypeError (Array API); equality is fine.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from .elementwise_family import binary, unary
+from ..array import Array
+from ..convert import operand
+from .elementwise_docs import SUBGRADIENTS, binary_doc, unary_doc
+from .elementwise_family import DOMAINS, _check_domain, binary, unary
 
-__all__ = ["add"]
+__all__ = [
+    "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder", "mod",
+    "fmod", "pow", "power", "negative", "positive", "abs", "absolute", "sign", "reciprocal",
+    "square", "equal", "not_equal", "less", "less_equal", "greater", "greater_equal",
+    "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "bitwise_invert", "bitwise_not", "invert", "bitwise_left_shift",
+    "bitwise_right_shift", "left_shift", "right_shift",
+]
 
-add = binary("add", np.add, doc="""Elementwise ``x1 + x2`` with broadcasting.
+# ---- arithmetic --------------------------------------------------------------------------------
 
-Args:
-    x1, x2: arrays or Python scalars; shapes broadcast to ``(*shape)``; dtypes promote (JAX rules,
-        Python scalars weak).
-Returns:
-    Array of shape ``(*shape)`` and the promoted dtype. bool + bool is logical or (NumPy).
-Raises:
-    ValueError: shapes do not broadcast. TypeError: no promotion between the dtypes.
-""")
+add = binary("add", np.add, doc=binary_doc(
+    "Elementwise ``x1 + x2``.", "any",
+    notes="bool + bool is logical or (NumPy). Integer overflow wraps."))
+
+subtract = binary("subtract", np.subtract, domain="numeric", doc=binary_doc(
+    "Elementwise ``x1 - x2``.", "numeric", notes="Integer overflow wraps (uint8 0 - 1 == 255)."))
+
+multiply = binary("multiply", np.multiply, doc=binary_doc(
+    "Elementwise ``x1 * x2``.", "any",
+    notes="bool * bool is logical and (NumPy). Integer overflow wraps."))
+
+divide = binary("divide", np.true_divide, domain="inexact", doc=binary_doc(
+    "Elementwise true division ``x1 / x2``.", "inexact",
+    notes="Integer (and bool) operands are promoted to float32 first (JAX; NumPy uses float64): "
+          "``divide(1, 0)`` is inf, ``divide(0, 0)`` nan. Alias: ``true_divide``."))
+true_divide = divide
+
+floor_divide = binary("floor_divide", np.floor_divide, domain="real_num", doc=binary_doc(
+    "Elementwise floor division ``floor(x1 / x2)`` (Python's ``//``).", "real_num",
+    notes="Integers: division by zero gives 0 (NumPy), ``int8 -128 // -1`` wraps to -128. "
+          "Floats: IEEE results (``1.0 // 0.0`` is inf, ``0.0 // 0.0`` nan)."))
+
+remainder = binary("remainder", np.remainder, domain="real_num", doc=binary_doc(
+    "Elementwise remainder ``x1 - floor_divide(x1, x2) * x2``: the sign of ``x2`` (Python's "
+    "``%``, NumPy's ``remainder`` / ``mod``).", "real_num",
+    notes="Integer division by zero gives 0 (NumPy). Float ``x % 0.0`` is nan. Alias: ``mod``."))
+mod = remainder
+
+fmod = binary("fmod", np.fmod, domain="real_num", doc=binary_doc(
+    "Elementwise C-style remainder: the sign of ``x1`` (``fmod(-7, 3) == -1``).", "real_num",
+    notes="Integer division by zero gives 0 (NumPy)."))
+
+
+def _pow_impl(x1, x2):
+    if x2.dtype.kind == "i":
+        neg = x2 < 0
+        if neg.any():
+            return _int_pow_negative(x1, x2, neg)
+    return np.power(x1, x2)
+
+
+def _int_pow_negative(x1, x2, neg):
+    # The truncated exact value of x1 ** x2 for x2 < 0 (see pow's docstring): NumPy raises here,
+    # which a traced program cannot do, so Starling defines the result instead.
+    out = np.power(x1, np.where(neg, 0, x2).astype(x2.dtype))
+    odd = (x2 & 1).astype(bool)
+    at_neg = np.where(x1 == 1, 1, np.where(x1 == -1, np.where(odd, -1, 1), 0))
+    return np.where(neg, at_neg, out).astype(x1.dtype)
+
+
+_power = binary("pow", _pow_impl, domain="numeric", doc="")
+
+
+def pow(x1, x2, /):  # noqa: A001  (the Array API name)
+    # The static check below is the only extra work; array exponents go straight to the
+    # family wrapper.
+    if type(x2) is int and x2 < 0:
+        _check_negative_int_exponent(x1, x2)
+    return _power(x1, x2)
+
+
+def _check_negative_int_exponent(x1, x2):
+    if type(x1) in (int, bool):
+        kind = "i"
+    else:
+        kind = operand(x1, "pow").dtype.kind
+    if kind in "biu":
+        name = type(x1).__name__ if type(x1) in (int, bool) else operand(x1, "pow").dtype
+        raise ValueError(f"pow: integers to negative integer powers are not allowed (base of "
+                         f"dtype {name}, exponent {x2}); cast the base to a float dtype or use "
+                         f"float_power")
+
+
+pow.__doc__ = binary_doc(
+    "Elementwise power ``x1 ** x2``.", "numeric",
+    notes="""\
+Integer powers wrap on overflow. Integer bases with a negative integer exponent:
+
+* a negative Python int exponent raises ValueError (as NumPy does), since it is known
+  statically (``x_int ** -1``);
+* an exponent array holding negative values cannot raise (values are unknown when traced);
+  the result is the exact power truncated toward zero: 1 for base 1, ``(-1) ** x2`` for base
+  -1 and 0 for every other base, base 0 included (NumPy would raise ValueError).
+
+``0.0 ** negative`` is inf; a negative float base to a non-integer power is nan; complex
+powers use the principal branch. Alias: ``power``.""")
+pow.primitive = _power.primitive
+power = pow
+
+negative = unary("negative", np.negative, domain="numeric", doc=unary_doc(
+    "Elementwise ``-x``.", "numeric", notes="Integer overflow wraps: ``-int8(-128) == -128``; "
+    "unsigned integers wrap modulo 2**bits."))
+
+
+def positive(x, /):
+    """Elementwise ``+x``: returns ``x`` itself (arrays are immutable, so no copy is made).
+
+    Args:
+        x: array of shape ``(*shape)``; any numeric dtype (bool raises TypeError, as in NumPy).
+    Returns:
+        ``x`` (shape ``(*shape)``, same dtype and weak type).
+    Raises:
+        TypeError: ``x`` is bool.
+    """
+    x = operand(x, "positive")
+    _check_domain("positive", x.dtype, "numeric")
+    return x
+
+
+abs = unary("abs", np.absolute, out="real", doc=unary_doc(  # noqa: A001
+    "Elementwise absolute value ``|x|`` (the modulus for complex input).", "any", "real",
+    notes="Integer overflow wraps: ``abs(int8(-128)) == -128`` (NumPy). bool is the identity. "
+          "Alias: ``absolute``.\n\n" + SUBGRADIENTS))
+absolute = abs
+
+sign = unary("sign", np.sign, domain="numeric", doc=unary_doc(
+    "Elementwise sign: -1, 0 or 1 (0 for +-0.0; nan for nan). Complex: ``x / |x|`` (0 at 0), "
+    "the Array API 2023.12 definition.", "numeric"))
+
+reciprocal = unary("reciprocal", np.reciprocal, domain="inexact", doc=unary_doc(
+    "Elementwise ``1 / x``.", "inexact",
+    notes="Integers are promoted to float32 first (as in JAX; NumPy's integer reciprocal "
+          "truncates)."))
+
+square = unary("square", np.square, domain="numeric", doc=unary_doc(
+    "Elementwise ``x * x``.", "numeric", notes="Integer overflow wraps."))
+
+# ---- comparisons -------------------------------------------------------------------------------
+
+equal = binary("equal", np.equal, out="bool", doc=binary_doc(
+    "Elementwise ``x1 == x2``.", "any", "bool",
+    notes="NaN compares unequal to everything; -0.0 == 0.0."))
+not_equal = binary("not_equal", np.not_equal, out="bool", doc=binary_doc(
+    "Elementwise ``x1 != x2``.", "any", "bool", notes="NaN != anything is True."))
+less = binary("less", np.less, domain="real", out="bool", doc=binary_doc(
+    "Elementwise ``x1 < x2``.", "real", "bool",
+    notes="Complex operands raise TypeError: they have no order (Array API)."))
+less_equal = binary("less_equal", np.less_equal, domain="real", out="bool", doc=binary_doc(
+    "Elementwise ``x1 <= x2``.", "real", "bool",
+    notes="Complex operands raise TypeError: they have no order (Array API)."))
+greater = binary("greater", np.greater, domain="real", out="bool", doc=binary_doc(
+    "Elementwise ``x1 > x2``.", "real", "bool",
+    notes="Complex operands raise TypeError: they have no order (Array API)."))
+greater_equal = binary("greater_equal", np.greater_equal, domain="real", out="bool",
+                       doc=binary_doc("Elementwise ``x1 >= x2``.", "real", "bool",
+                                      notes="Complex operands raise TypeError: they have no "
+                                            "order (Array API)."))
+
+# ---- logical -----------------------------------------------------------------------------------
+# The primitives take bool operands only; the public functions first turn each non-bool operand
+# into its truth value (x != 0) separately, as NumPy does, so no cross-dtype promotion happens.
+
+_BOOL = DOMAINS["bool"]
+
+
+def _truth(x, op):
+    if type(x) is bool:
+        return x
+    x = operand(x, op)
+    if x.dtype in _BOOL:
+        return x
+    return not_equal(x, 0)
+
+
+_LOGICAL_NOTE = ("Non-bool operands count as their truth value ``x != 0`` (each on its own, "
+                 "before any promotion; NaN is true), as in NumPy.")
+
+_logical_and = binary("logical_and", np.logical_and, domain="bool", out="bool")
+_logical_or = binary("logical_or", np.logical_or, domain="bool", out="bool")
+_logical_xor = binary("logical_xor", np.logical_xor, domain="bool", out="bool")
+_logical_not = unary("logical_not", np.logical_not, domain="bool", out="bool")
+
+
+def _both_bool(x1, x2):
+    return x1._buf.dtype in _BOOL and x2._buf.dtype in _BOOL
+
+
+def logical_and(x1, x2, /):
+    if type(x1) is Array and type(x2) is Array and _both_bool(x1, x2):
+        return _logical_and(x1, x2)
+    return _logical_and(_truth(x1, "logical_and"), _truth(x2, "logical_and"))
+
+
+def logical_or(x1, x2, /):
+    if type(x1) is Array and type(x2) is Array and _both_bool(x1, x2):
+        return _logical_or(x1, x2)
+    return _logical_or(_truth(x1, "logical_or"), _truth(x2, "logical_or"))
+
+
+def logical_xor(x1, x2, /):
+    if type(x1) is Array and type(x2) is Array and _both_bool(x1, x2):
+        return _logical_xor(x1, x2)
+    return _logical_xor(_truth(x1, "logical_xor"), _truth(x2, "logical_xor"))
+
+
+def logical_not(x, /):
+    return _logical_not(_truth(x, "logical_not"))
+
+
+for _fn, _word in ((logical_and, "and"), (logical_or, "or"), (logical_xor, "exclusive or")):
+    _fn.__doc__ = binary_doc(f"Elementwise logical {_word} of the truth values.", "any", "bool",
+                             notes=_LOGICAL_NOTE)
+    _fn.primitive = globals()["_" + _fn.__name__].primitive
+logical_not.__doc__ = unary_doc("Elementwise logical not of the truth value.", "any", "bool",
+                                notes=_LOGICAL_NOTE)
+logical_not.primitive = _logical_not.primitive
+del _fn, _word
+
+# ---- bitwise -----------------------------------------------------------------------------------
+
+bitwise_and = binary("bitwise_and", np.bitwise_and, domain="integer", doc=binary_doc(
+    "Elementwise bitwise and ``x1 & x2`` (logical and for bool).", "integer"))
+bitwise_or = binary("bitwise_or", np.bitwise_or, domain="integer", doc=binary_doc(
+    "Elementwise bitwise or ``x1 | x2`` (logical or for bool).", "integer"))
+bitwise_xor = binary("bitwise_xor", np.bitwise_xor, domain="integer", doc=binary_doc(
+    "Elementwise bitwise exclusive or ``x1 ^ x2`` (logical xor for bool).", "integer"))
+bitwise_invert = unary("bitwise_invert", np.invert, domain="integer", doc=unary_doc(
+    "Elementwise bitwise not ``~x`` (two's complement; logical not for bool).", "integer",
+    notes="Aliases: ``bitwise_not``, ``invert``."))
+bitwise_not = invert = bitwise_invert
+
+_SHIFT_NOTE = ("Shift counts that are negative or at least the bit width give 0 for a left "
+               "shift and the sign fill (0 or -1) for a right shift, as in NumPy.")
+bitwise_left_shift = binary("bitwise_left_shift", np.left_shift, domain="int_only",
+                            doc=binary_doc("Elementwise ``x1 << x2``.", "int_only",
+                                           notes=_SHIFT_NOTE + " Alias: ``left_shift``."))
+bitwise_right_shift = binary("bitwise_right_shift", np.right_shift, domain="int_only",
+                             doc=binary_doc("Elementwise arithmetic right shift ``x1 >> x2`` "
+                                            "(logical for unsigned).", "int_only",
+                                            notes=_SHIFT_NOTE + " Alias: ``right_shift``."))
+left_shift = bitwise_left_shift
+right_shift = bitwise_right_shift

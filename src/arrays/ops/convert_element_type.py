@@ -22,6 +22,8 @@ def _impl(x, *, new_dtype, weak_type):
         return x
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ComplexWarning, invalid-value casts: NumPy semantics
+        if dtypes.is_complex(x.dtype) and dtypes.is_bool(new_dtype):
+            return np.asarray(x != 0)
         if dtypes.is_complex(x.dtype) and not dtypes.is_complex(new_dtype):
             x = np.real(x)
         return np.asarray(x).astype(new_dtype)
@@ -49,3 +51,32 @@ def convert_element_type(x, new_dtype, weak_type=False):
     elif x.aval.dtype == new_dtype and x.aval.weak_type == weak_type:
         return x
     return convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+
+
+# ---- transformation rules ----------------------------------------------------------------------
+
+def _convert_jvp(primals, tangents, *, new_dtype, weak_type):
+    from ...core.ad_util import Zero, tangent_aval
+    (x,), (t,) = primals, tangents
+    out = convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=weak_type)
+    if type(t) is Zero or not dtypes.is_inexact(new_dtype) or not dtypes.is_inexact(x.dtype):
+        return out, Zero(tangent_aval(out.aval))
+    return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=False)
+
+
+def _convert_transpose(ct, x, *, new_dtype, weak_type):
+    from ...core.ad_util import Zero, tangent_aval
+    if type(ct) is Zero:
+        return [Zero(tangent_aval(x.aval))]
+    # complex -> real keeps the real part: the (non-conjugating) transpose of the embedding.
+    return [convert_element_type_p.bind(ct, new_dtype=x.aval.dtype, weak_type=False)]
+
+
+def _convert_batch(args, dims, *, new_dtype, weak_type):
+    return convert_element_type_p.bind(args[0], new_dtype=new_dtype, weak_type=weak_type), dims[0]
+
+
+convert_element_type_p.jvp = _convert_jvp
+convert_element_type_p.transpose = _convert_transpose
+convert_element_type_p.batch = _convert_batch
+convert_element_type_p.is_linear = True

@@ -111,7 +111,10 @@ def promote_operands(op, args, domain="any"):
         else:
             a = operand(a, op)
             infos.append((a.dtype, a.weak_type))
-    dt, weak = dtypes.result_type(*infos)
+    try:
+        dt, weak = dtypes.result_type(*infos)
+    except TypeError as e:
+        raise TypeError(f"{op}: {e}") from None
     if domain in _PROMOTE_TO_FLOAT:
         dt, weak = _float_target(dt, weak)
     _check_domain(op, dt, domain)
@@ -217,6 +220,13 @@ class Elementwise:
                         s = _scalar_same_dtype(b1.dtype, x1._weak, x2)
                         if s is not None:
                             return wrap(impl(b1, s), False if bool_out else x1._weak)
+                elif (type(x1) in _FAST_SCALARS and type(x2) is Array
+                      and current_trace() is EVAL_TRACE):
+                    b2 = x2._buf
+                    if b2.dtype in allowed:
+                        s = _scalar_same_dtype(b2.dtype, x2._weak, x1)
+                        if s is not None:
+                            return wrap(impl(s, b2), False if bool_out else x2._weak)
                 return bind(*promote_operands(name, (x1, x2), domain))
         else:
             def wrapper(*args):

@@ -1,2 +1,801 @@
-"""(being written)"""
-__all__ = []
+"""Contractions: the ``dot_general`` primitive and the matmul family built on it.
+
+``dot_general`` is the one contraction primitive (lax-style). Its ``dimension_numbers`` are
+``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``: tuples of axes, paired in order.
+The output dims are ordered ``(*batch, *lhs_free, *rhs_free)``, each group in operand order.
+Both operands have one dtype (the public wrappers promote first); the result has that dtype, or
+``preferred_element_type`` when given. Semantics follow ``np.matmul`` on that dtype: integers
+wrap (two's complement), bool is "or of ands". float16 / bfloat16 / float8 / float4 accumulate in
+float32 and round once at the end (as JAX does on CPU).
+
+Everything public here (matmul, dot, vdot, inner, outer, tensordot, einsum, vecdot, kron, cross)
+is a composition of ``dot_general`` with shape ops, so later transformations need rules for one
+primitive only.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import sys
+
+import numpy as np
+
+from ...core import dtypes
+from ...core.avals import ShapedArray
+from ...core.primitive import Primitive
+from ...core.trace import EVAL_TRACE, current_trace
+from ..array import Array, wrap
+from ..convert import operand
+from . import shape_lax
+from .axes import normalize_axis
+from .elementwise_family import broadcast_shapes, promote_operands
+
+__all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "vecdot", "kron",
+           "cross"]
+
+_LOW = frozenset((dtypes.float16, dtypes.bfloat16) + dtypes.LOW_PRECISION_FLOATS)
+
+
+class _Namespace:
+    """``starling.numpy``, looked up at call time (it imports this module)."""
+    _name = __name__.rsplit(".", 2)[0] + ".numpy"
+
+    def __getattr__(self, name):
+        return getattr(sys.modules[self._name], name)
+
+
+snp = _Namespace()
+
+# ---- the primitive -----------------------------------------------------------------------------
+
+dot_general_p = Primitive("dot_general", family="linear")
+
+
+def _free_axes(ndim, contracting, batch):
+    return tuple(i for i in range(ndim) if i not in contracting and i not in batch)
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout(lshape, rshape, dimension_numbers):
+    """How the impl runs one contraction: the transposes to the canonical layouts
+    ``(*batch, m, k) @ (*batch, k, n)`` (None when already there), the 3-part shapes and the
+    output shape. Cached: eager calls repeat the same shapes."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    lf = _free_axes(len(lshape), lc, lb)
+    rf = _free_axes(len(rshape), rc, rb)
+    bshape = tuple(lshape[i] for i in lb)
+    lfs = tuple(lshape[i] for i in lf)
+    rfs = tuple(rshape[i] for i in rf)
+    m, n = math.prod(lfs), math.prod(rfs)
+    k = math.prod(lshape[i] for i in lc)
+    lperm, rperm = lb + lf + lc, rb + rc + rf
+    if lperm == tuple(range(len(lshape))):
+        lperm = None
+    if rperm == tuple(range(len(rshape))):
+        rperm = None
+    if not lc:
+        return lperm, rperm, bshape + (m, 1), bshape + (1, n), bshape + lfs + rfs, False
+    return lperm, rperm, bshape + (m, k), bshape + (k, n), bshape + lfs + rfs, True
+
+
+def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
+    if type(lhs) is not np.ndarray:
+        lhs = np.asarray(lhs)
+    if type(rhs) is not np.ndarray:
+        rhs = np.asarray(rhs)
+    out_dt = lhs.dtype if preferred_element_type is None else preferred_element_type
+    if out_dt in _LOW:
+        work = np.dtype(np.float32)
+    else:
+        work = out_dt
+    if lhs.dtype != work:
+        lhs = lhs.astype(work)
+    if rhs.dtype != work:
+        rhs = rhs.astype(work)
+    lperm, rperm, ash, bsh, osh, contract = _layout(lhs.shape, rhs.shape, dimension_numbers)
+    a = lhs if lperm is None else lhs.transpose(lperm)
+    b = rhs if rperm is None else rhs.transpose(rperm)
+    # One np.matmul: BLAS gemm per batch element for floats; NumPy's own loops (wrapping) for
+    # integers and bool. No contraction: an outer product per batch element (an exact multiply).
+    if contract:
+        out = np.matmul(a.reshape(ash), b.reshape(bsh))
+    else:
+        out = a.reshape(ash) * b.reshape(bsh)
+    out = out.reshape(osh)
+    return out if out.dtype == out_dt else out.astype(out_dt)
+
+
+def _check_dimension_numbers(op, lshape, rshape, ldt, rdt, dimension_numbers):
+    """Validates dimension numbers against operand shapes; returns the output shape."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    if ldt != rdt:
+        raise TypeError(f"{op}: operands must have one dtype (promote first), got {ldt} and {rdt}")
+    for name, axes, shape in (("lhs contracting", lc, lshape), ("rhs contracting", rc, rshape),
+                              ("lhs batch", lb, lshape), ("rhs batch", rb, rshape)):
+        for a in axes:
+            if not (type(a) is int and 0 <= a < len(shape)):
+                raise ValueError(f"{op}: {name} axis {a!r} is out of bounds for shape "
+                                 f"{tuple(shape)} (valid: 0..{len(shape) - 1})")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ValueError(f"{op}: contracting/batch axes must pair up, got dimension_numbers "
+                         f"{dimension_numbers}")
+    if len(set(lc + lb)) != len(lc + lb) or len(set(rc + rb)) != len(rc + rb):
+        raise ValueError(f"{op}: an axis is repeated in dimension_numbers {dimension_numbers}")
+    for kind, la, ra in (("contracting", lc, rc), ("batch", lb, rb)):
+        for i, j in zip(la, ra):
+            if lshape[i] != rshape[j]:
+                raise ValueError(f"{op}: {kind} dims differ: {tuple(lshape)} and {tuple(rshape)} "
+                                 f"(axis {i} has size {lshape[i]}, axis {j} has {rshape[j]})")
+    return (tuple(lshape[i] for i in lb)
+            + tuple(lshape[i] for i in _free_axes(len(lshape), lc, lb))
+            + tuple(rshape[i] for i in _free_axes(len(rshape), rc, rb)))
+
+
+def _dot_general_abstract(lhs, rhs, *, dimension_numbers, preferred_element_type):
+    shape = _check_dimension_numbers("dot_general", lhs.shape, rhs.shape, lhs.dtype, rhs.dtype,
+                                     dimension_numbers)
+    dt = lhs.dtype if preferred_element_type is None else preferred_element_type
+    return ShapedArray(shape, dt, lhs.weak_type and rhs.weak_type)
+
+
+dot_general_p.impl = _dot_general_impl
+dot_general_p.abstract_eval = _dot_general_abstract
+dot_general_p.weak_type = lambda wl, wr, **params: wl and wr
+
+
+def _bind(x1, x2, dn, pet=None):
+    return dot_general_p.bind(x1, x2, dimension_numbers=dn, preferred_element_type=pet)
+
+
+def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
+    """General tensor contraction (lax ``dot_general``).
+
+    Args:
+        lhs, rhs: arrays; promoted to one dtype (JAX rules).
+        dimension_numbers: ``((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch))``,
+            sequences of axes (negative allowed) paired in order; paired dims must have equal size.
+        preferred_element_type: result (and accumulation) dtype, or None for the operand dtype.
+    Returns:
+        Array of shape ``(*batch, *lhs_free, *rhs_free)``.
+    Raises:
+        ValueError: axes out of bounds / repeated / unpaired, or paired dims of different size.
+    """
+    lhs, rhs = _pair("dot_general", lhs, rhs)
+    (lc, rc), (lb, rb) = dimension_numbers
+    nl, nr = lhs.ndim, rhs.ndim
+    dn = ((_axes("dot_general", lc, nl), _axes("dot_general", rc, nr)),
+          (_axes("dot_general", lb, nl), _axes("dot_general", rb, nr)))
+    pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+    _check_dimension_numbers("dot_general", lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, dn)
+    return _bind(lhs, rhs, dn, pet)
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+
+def _pair(op, x1, x2):
+    if (type(x1) is Array and type(x2) is Array and x1._buf.dtype is x2._buf.dtype
+            and x1._weak is x2._weak):
+        return x1, x2
+    return promote_operands(op, (x1, x2))
+
+
+def _axes(op, axes, ndim):
+    return tuple(normalize_axis(op, a, ndim) for a in axes)
+
+
+def _pet(preferred_element_type):
+    return None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+
+
+def _permute(x, perm):
+    return shape_lax.transpose(x, perm)
+
+
+def _broadcast_to(x, shape):
+    shape = tuple(shape)
+    if tuple(x.shape) == shape:
+        return x
+    return shape_lax.broadcast_in_dim(x, shape, tuple(range(len(shape) - x.ndim, len(shape))))
+
+
+def _reshape(x, shape):
+    return shape_lax.reshape(x, shape)
+
+
+def _diagonal(x, axis1, axis2, offset=0):
+    """The diagonal of dims ``axis1``, ``axis2`` (non-negative, distinct), moved last (NumPy's
+    ``diagonal``), gather-free: move both dims last, flatten them and take every
+    ``(n + 1)``-th element from the offset's start with a strided static slice."""
+    nd = x.ndim
+    rest = tuple(i for i in range(nd) if i not in (axis1, axis2))
+    x = shape_lax.transpose(x, rest + (axis1, axis2))
+    m, n = x.shape[-2], x.shape[-1]
+    length = max(0, min(m, n - offset) if offset >= 0 else min(m + offset, n))
+    lead = tuple(x.shape[:-2])
+    x = shape_lax.reshape(x, lead + (m * n,))
+    if length == 0:
+        return shape_lax.slice_in_dim(x, 0, 0, 1, nd - 2)
+    start = offset if offset >= 0 else -offset * n
+    return shape_lax.slice_in_dim(x, start, start + (length - 1) * (n + 1) + 1, n + 1, nd - 2)
+
+
+def _conj(x):
+    return snp.conj(x) if dtypes.is_complex(x.dtype) else x
+
+
+# ---- matmul family -----------------------------------------------------------------------------
+
+def matmul(x1, x2, /, *, preferred_element_type=None):
+    """Matrix product with NumPy / Array API ``matmul`` semantics (the ``@`` operator).
+
+    Shapes: ``(*b1, m, k) @ (*b2, k, n) -> (*broadcast(b1, b2), m, n)``. A 1-d ``x1`` of shape
+    ``(k,)`` is a row vector and a 1-d ``x2`` a column vector; the added dim is removed from the
+    result (``(k,) @ (k,) -> ()``). Dtypes promote (JAX rules); integers wrap, bool is "or of
+    ands" (NumPy); float16/bfloat16 accumulate in float32.
+
+    Args:
+        x1, x2: arrays of ndim >= 1.
+        preferred_element_type: optional result/accumulation dtype (JAX extension).
+    Returns:
+        Array of the promoted dtype (or ``preferred_element_type``).
+    Raises:
+        ValueError: a 0-d operand, contracting dims of different size (the message names both
+            shapes), or batch dims that do not broadcast.
+    """
+    if (type(x1) is Array and type(x2) is Array and preferred_element_type is None
+            and current_trace() is EVAL_TRACE):
+        b1, b2 = x1._buf, x2._buf
+        if b1.dtype is b2.dtype and x1._weak is x2._weak:
+            dn = _direct_matmul(b1.shape, b2.shape)
+            if dn is not None:
+                # The primitive's own impl, without the bind round trip (eager hot path).
+                return wrap(_dot_general_impl(b1, b2, dimension_numbers=dn,
+                                              preferred_element_type=None), x1._weak)
+    x1, x2 = _pair("matmul", x1, x2)
+    s1, s2 = x1.shape, x2.shape
+    n1, n2 = len(s1), len(s2)
+    if n1 == 0 or n2 == 0:
+        raise ValueError(f"matmul: operands must be at least 1-d, got shapes {tuple(s1)} and "
+                         f"{tuple(s2)} (use multiply for scalars)")
+    k2 = s2[-2] if n2 >= 2 else s2[0]
+    if s1[-1] != k2:
+        raise ValueError(f"matmul: contracting dims differ: {tuple(s1)} @ {tuple(s2)} "
+                         f"({s1[-1]} != {k2})")
+    pet = _pet(preferred_element_type)
+    if n2 <= 2 or n1 == 1:
+        # No batch dims needed: the free dims of dot_general land in matmul's order already.
+        return _bind(x1, x2, (((n1 - 1,), (max(n2 - 2, 0),)), ((), ())), pet)
+    if n1 == 2:
+        # (m, k) @ (*b, k, n): one contraction gives (m, *b, n); move m next to n.
+        out = _bind(x1, x2, (((1,), (n2 - 2,)), ((), ())), pet)
+        nb = n2 - 2
+        return _permute(out, tuple(range(1, nb + 1)) + (0, nb + 1))
+    b1, b2 = s1[:-2], s2[:-2]
+    if b1 != b2:
+        bshape = broadcast_shapes("matmul", b1, b2)
+        if all(d == 1 for d in b2):
+            # (*b1, m, k) @ (1.., k, n): one matrix on the right needs no batch dims at all.
+            out = _bind(x1, _reshape(x2, tuple(s2[-2:])), (((n1 - 1,), (0,)), ((), ())), pet)
+            return _reshape(out, bshape + (s1[-2], s2[-1]))
+        x1 = _broadcast_to(x1, bshape + tuple(s1[-2:]))
+        x2 = _broadcast_to(x2, bshape + tuple(s2[-2:]))
+    nb = max(n1, n2) - 2
+    batch = tuple(range(nb))
+    return _bind(x1, x2, (((nb + 1,), (nb,)), (batch, batch)), pet)
+
+
+@functools.lru_cache(maxsize=1024)
+def _direct_matmul(s1, s2):
+    """matmul's dimension numbers when one dot_general does it alone (no transpose or
+    broadcast around it, and valid shapes); else None (the general path, which also raises)."""
+    n1, n2 = len(s1), len(s2)
+    if n1 == 0 or n2 == 0 or s1[-1] != s2[max(n2 - 2, 0)]:
+        return None
+    if n2 <= 2 or n1 == 1:
+        return (((n1 - 1,), (max(n2 - 2, 0),)), ((), ()))
+    if n1 == n2 and s1[:-2] == s2[:-2]:
+        batch = tuple(range(n1 - 2))
+        return (((n1 - 1,), (n1 - 2,)), (batch, batch))
+    return None
+
+
+def dot(a, b, /, *, preferred_element_type=None):
+    """NumPy ``dot``.
+
+    * 0-d operand: elementwise product.
+    * ``(k,) . (k,) -> ()``; ``(*a, k) . (k,) -> (*a)``;
+    * ``(*a, k) . (*b, k, n) -> (*a, *b, n)`` (contracts the last axis of ``a`` with the
+      second-to-last of ``b``; no broadcasting of batch dims, unlike matmul).
+
+    Raises:
+        ValueError: contracted dims of different size (naming both shapes).
+    """
+    a, b = _pair("dot", a, b)
+    na, nb = a.ndim, b.ndim
+    pet = _pet(preferred_element_type)
+    if na == 0 or nb == 0:
+        return _bind(a, b, (((), ()), ((), ())), pet)
+    kb = max(nb - 2, 0)
+    if a.shape[-1] != b.shape[kb]:
+        raise ValueError(f"dot: contracted dims differ: {tuple(a.shape)} . {tuple(b.shape)} "
+                         f"({a.shape[-1]} != {b.shape[kb]})")
+    return _bind(a, b, (((na - 1,), (kb,)), ((), ())), pet)
+
+
+def vdot(a, b, /):
+    """NumPy ``vdot``: flattens both operands and returns ``sum(conj(a) * b)`` (0-d).
+
+    Raises:
+        ValueError: the operands have different sizes.
+    """
+    a, b = _pair("vdot", a, b)
+    if a.size != b.size:
+        raise ValueError(f"vdot: operands must have the same size, got shapes {tuple(a.shape)} "
+                         f"({a.size} elements) and {tuple(b.shape)} ({b.size} elements)")
+    a = _conj(_reshape(a, (a.size,)))
+    b = _reshape(b, (b.size,))
+    return _bind(a, b, (((0,), (0,)), ((), ())))
+
+
+def inner(a, b, /):
+    """NumPy ``inner``: contracts the last axes: ``(*a, k), (*b, k) -> (*a, *b)`` (no conj).
+
+    A 0-d operand multiplies elementwise.
+
+    Raises:
+        ValueError: the last dims differ.
+    """
+    a, b = _pair("inner", a, b)
+    na, nb = a.ndim, b.ndim
+    if na == 0 or nb == 0:
+        return _bind(a, b, (((), ()), ((), ())))
+    if a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"inner: last dims differ: {tuple(a.shape)} and {tuple(b.shape)} "
+                         f"({a.shape[-1]} != {b.shape[-1]})")
+    return _bind(a, b, (((na - 1,), (nb - 1,)), ((), ())))
+
+
+def outer(a, b, /):
+    """NumPy ``outer``: ``out[i, j] = a.ravel()[i] * b.ravel()[j]``, shape ``(a.size, b.size)``.
+
+    (``starling.numpy.linalg.outer`` is the Array API version, which requires 1-d operands.)
+    """
+    a, b = _pair("outer", a, b)
+    a = _reshape(a, (a.size,))
+    b = _reshape(b, (b.size,))
+    return _bind(a, b, (((), ()), ((), ())))
+
+
+def tensordot(x1, x2, /, *, axes=2, preferred_element_type=None):
+    """Tensor contraction over ``axes`` (Array API / NumPy ``tensordot``).
+
+    Args:
+        x1, x2: arrays; dtypes promote.
+        axes: an int ``N`` (the last ``N`` axes of ``x1`` with the first ``N`` of ``x2``, in
+            order), or a pair of sequences ``(x1_axes, x2_axes)`` of equal length (negative axes
+            allowed; a pair of ints means one axis each).
+    Returns:
+        Array of shape ``(*x1_free, *x2_free)``.
+    Raises:
+        ValueError: paired dims differ in size; ``N`` larger than an operand's ndim; axes out of
+            bounds or repeated.
+    """
+    x1, x2 = _pair("tensordot", x1, x2)
+    n1, n2 = x1.ndim, x2.ndim
+    if isinstance(axes, (int, np.integer)) and not isinstance(axes, (bool, np.bool_)):
+        nax = int(axes)
+        if nax < 0 or nax > min(n1, n2):
+            raise ValueError(f"tensordot: axes={nax} must be in 0..{min(n1, n2)} for shapes "
+                             f"{tuple(x1.shape)} and {tuple(x2.shape)}")
+        a1, a2 = tuple(range(n1 - nax, n1)), tuple(range(nax))
+    else:
+        try:
+            ax1, ax2 = axes
+        except (TypeError, ValueError):
+            raise TypeError(f"tensordot: axes must be an int or a pair of sequences, got "
+                            f"{axes!r}") from None
+        ax1 = (ax1,) if isinstance(ax1, (int, np.integer)) else tuple(ax1)
+        ax2 = (ax2,) if isinstance(ax2, (int, np.integer)) else tuple(ax2)
+        if len(ax1) != len(ax2):
+            raise ValueError(f"tensordot: axes sequences have different lengths: {ax1} and {ax2}")
+        a1, a2 = _axes("tensordot", ax1, n1), _axes("tensordot", ax2, n2)
+        if len(set(a1)) != len(a1) or len(set(a2)) != len(a2):
+            raise ValueError(f"tensordot: repeated axis in axes={axes!r}")
+    for i, j in zip(a1, a2):
+        if x1.shape[i] != x2.shape[j]:
+            raise ValueError(f"tensordot: shape mismatch for sum: {tuple(x1.shape)} axis {i} "
+                             f"(size {x1.shape[i]}) vs {tuple(x2.shape)} axis {j} "
+                             f"(size {x2.shape[j]})")
+    return _bind(x1, x2, ((a1, a2), ((), ())), _pet(preferred_element_type))
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    """Vector dot product ``sum(conj(x1) * x2, axis)`` with broadcasting (Array API ``vecdot``).
+
+    Args:
+        x1, x2: arrays whose dims other than ``axis`` broadcast; the ``axis`` dims must be equal.
+        axis: the contracted axis, in ``[-N, -1]`` with ``N = min(x1.ndim, x2.ndim)``
+            (non-negative axes are accepted when both operands have the same ndim).
+    Returns:
+        Array of the broadcast shape with ``axis`` removed.
+    Raises:
+        ValueError: bad axis, unequal contracted dims, or non-broadcasting shapes.
+    """
+    x1, x2 = _pair("vecdot", x1, x2)
+    s1, s2 = tuple(x1.shape), tuple(x2.shape)
+    if not s1 or not s2:
+        raise ValueError(f"vecdot: operands must be at least 1-d, got shapes {s1} and {s2}")
+    axis = _vector_axis("vecdot", axis, s1, s2)
+    if s1[axis] != s2[axis]:
+        raise ValueError(f"vecdot: contracted dims differ: {s1} and {s2} along axis {axis} "
+                         f"({s1[axis]} != {s2[axis]})")
+    if axis != -1:
+        x1 = _permute(x1, _move_to_end(len(s1), len(s1) + axis))
+        x2 = _permute(x2, _move_to_end(len(s2), len(s2) + axis))
+    x1 = _conj(x1)
+    if x1.ndim == 1 or x2.ndim == 1:
+        # A single vector needs no batch dims: contract it against the other's last axis.
+        return _bind(x1, x2, (((x1.ndim - 1,), (x2.ndim - 1,)), ((), ())))
+    k = s1[axis]
+    bshape = broadcast_shapes("vecdot", tuple(x1.shape[:-1]), tuple(x2.shape[:-1]))
+    x1 = _broadcast_to(x1, bshape + (k,))
+    x2 = _broadcast_to(x2, bshape + (k,))
+    nb = len(bshape)
+    batch = tuple(range(nb))
+    return _bind(x1, x2, (((nb,), (nb,)), (batch, batch)))
+
+
+def _move_to_end(ndim, axis):
+    return tuple(i for i in range(ndim) if i != axis) + (axis,)
+
+
+def kron(a, b, /):
+    """Kronecker product (NumPy ``kron``): block ``(i, j)`` of the result is ``a[i, j] * b``.
+
+    Operands of different ndim get leading 1-dims; the result has shape
+    ``(a.shape[0] * b.shape[0], ..., a.shape[-1] * b.shape[-1])``.
+    """
+    a, b = _pair("kron", a, b)
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + tuple(a.shape)
+    sb = (1,) * (nd - b.ndim) + tuple(b.shape)
+    a, b = _reshape(a, sa), _reshape(b, sb)
+    out = _bind(a, b, (((), ()), ((), ())))  # (*sa, *sb)
+    out = _permute(out, tuple(p for i in range(nd) for p in (i, nd + i)))
+    return _reshape(out, tuple(x * y for x, y in zip(sa, sb)))
+
+
+def cross(x1, x2, /, *, axis=-1):
+    """Cross product of 3-element vectors along ``axis`` (Array API ``cross``), broadcasting the
+    other dims. ``out = (a1 b2 - a2 b1, a2 b0 - a0 b2, a0 b1 - a1 b0)``.
+
+    Raises:
+        ValueError: the ``axis`` dims are not both 3, or shapes do not broadcast.
+    """
+    x1, x2 = _pair("cross", x1, x2)
+    if dtypes.is_bool(x1.dtype):
+        raise TypeError("cross: bool operands are not supported (use an integer dtype)")
+    s1, s2 = tuple(x1.shape), tuple(x2.shape)
+    if not s1 or not s2:
+        raise ValueError(f"cross: operands must be at least 1-d, got shapes {s1} and {s2}")
+    axis = _vector_axis("cross", axis, s1, s2)
+    if s1[axis] != 3 or s2[axis] != 3:
+        raise ValueError(f"cross: both operands need size 3 along axis {axis}, got shapes "
+                         f"{s1} and {s2}")
+    x1 = _permute(x1, _move_to_end(len(s1), len(s1) + axis))
+    x2 = _permute(x2, _move_to_end(len(s2), len(s2) + axis))
+    p = [_component(x1, i) for i in range(3)]
+    q = [_component(x2, i) for i in range(3)]
+    parts = [p[1] * q[2] - p[2] * q[1], p[2] * q[0] - p[0] * q[2], p[0] * q[1] - p[1] * q[0]]
+    nd = parts[0].ndim
+    out = shape_lax.concatenate([_reshape(c, tuple(c.shape) + (1,)) for c in parts], nd)
+    if axis == -1:
+        return out
+    dest = nd + 1 + axis  # move the vector dim back to `axis` of the result
+    return _permute(out, tuple(range(dest)) + (nd,) + tuple(range(dest, nd)))
+
+
+def _component(x, i):
+    nd = x.ndim
+    return _reshape(shape_lax.slice_in_dim(x, i, i + 1, 1, nd - 1), tuple(x.shape[:-1]))
+
+
+def _vector_axis(op, axis, s1, s2):
+    """The Array API vector axis: negative in [-N, -1] (N = the smaller ndim); a non-negative
+    axis is accepted when both operands have the same ndim. Returns it negative."""
+    n = min(len(s1), len(s2))
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, (bool, np.bool_)):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    axis = int(axis)
+    if axis >= 0 and len(s1) == len(s2):
+        axis -= n
+    if not -n <= axis <= -1:
+        raise ValueError(f"{op}: axis {axis} is out of bounds for shapes {s1} and {s2} "
+                         f"(valid: {-n}..-1, or 0..{n - 1} when both have ndim {n})")
+    return axis
+
+
+
+
+# ---- einsum ------------------------------------------------------------------------------------
+# einsum is planned once per (subscripts, shapes) and lowered to: diagonals for labels repeated
+# within an operand, reshapes that drop size-1 dims broadcast against larger ones, sums (as
+# dot_general with a ones vector: keeps einsum's dtype semantics, e.g. int8 stays int8) of labels
+# that only one operand has, pairwise dot_generals in the order np.einsum_path picks from the
+# SHAPES alone, and a final permute_dims. Labels are letters; ellipsis dims are ints 0..E-1.
+
+def einsum(subscripts, /, *operands, optimize="greedy", precision=None,
+           preferred_element_type=None):
+    """Einstein summation (NumPy ``einsum``), lowered to pairwise ``dot_general`` contractions.
+
+    Args:
+        subscripts: e.g. ``"ij,jk->ik"``; implicit mode (no ``->``) outputs the labels that occur
+            once, in alphabetical (ASCII) order, after the broadcast ``...`` dims. ``...`` stands
+            for broadcast (right-aligned) dims. Repeated labels in one operand take a diagonal
+            (``"ii->i"``); size-1 dims broadcast against larger ones, as in NumPy. The
+            interleaved form ``einsum(x, [0, 1], y, [1, 2], [0, 2])`` is accepted too.
+        *operands: arrays; dtypes promote (JAX rules).
+        optimize: contraction order: "greedy" (default) / True, "optimal", False (operand
+            order), or an ``np.einsum_path`` list. The order is chosen from shapes only.
+        precision: accepted for JAX compatibility; ignored.
+        preferred_element_type: cast operands to this dtype first (accumulation dtype).
+    Returns:
+        Array of the output labels' shape and the promoted dtype (integers wrap, as in NumPy).
+    Raises:
+        ValueError: malformed subscripts, operand count or ndim not matching the subscripts,
+            inconsistent sizes for a label (naming it and the sizes).
+    """
+    if not isinstance(subscripts, str):
+        subscripts, operands = _interleaved_subscripts(subscripts, operands)
+    if not operands:
+        raise ValueError("einsum: at least one operand is required")
+    first = operands[0]
+    if len(operands) == 1:
+        ops = [operand(first, "einsum")]
+    elif type(first) is Array and all(type(o) is Array and o._buf.dtype is first._buf.dtype
+                                      and o._weak is first._weak for o in operands):
+        ops = operands
+    else:
+        ops = promote_operands("einsum", operands)
+    if preferred_element_type is not None:
+        from .convert_element_type import convert_element_type
+        pet = dtypes.canonicalize(preferred_element_type)
+        ops = [convert_element_type(o, pet, False) for o in ops]
+    shapes = tuple(tuple(o.shape) for o in ops)
+    if isinstance(optimize, list):
+        optimize = tuple(tuple(p) if isinstance(p, (list, tuple)) else p for p in optimize)
+    steps = _einsum_plan(subscripts, shapes, optimize)
+    return _run_einsum(steps, ops)
+
+
+def _interleaved_subscripts(first, rest):
+    args = (first,) + tuple(rest)
+    out = None
+    if len(args) % 2:
+        args, out = args[:-1], args[-1]
+    ops, subs = list(args[0::2]), list(args[1::2])
+
+    def term(sub):
+        if not isinstance(sub, (list, tuple)):
+            raise TypeError(f"einsum: subscripts must be a string, or the interleaved form "
+                            f"einsum(op0, sublist0, op1, sublist1, ..., [out]) with lists of "
+                            f"ints; got a {type(sub).__name__} where a sublist belongs")
+        parts = []
+        for s in sub:
+            if s is Ellipsis:
+                parts.append("...")
+            elif isinstance(s, (int, np.integer)) and 0 <= s < 52:
+                parts.append(_LETTERS[int(s)])
+            else:
+                raise ValueError(f"einsum: sublist entries must be ints in 0..51 or Ellipsis, "
+                                 f"got {s!r}")
+        return "".join(parts)
+    text = ",".join(term(s) for s in subs)
+    if out is not None:
+        text += "->" + term(out)
+    return text, tuple(ops)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _split_term(op, term, where):
+    """A term's labels: a list of letters with one ``None`` where ``...`` stands."""
+    if "." in term:
+        if term.count("...") != 1 or term.replace("...", "").count("."):
+            raise ValueError(f"{op}: invalid ellipsis in subscripts '{term}' ({where}); use "
+                             "'...' once")
+        before, after = term.split("...")
+        labels = list(before) + [None] + list(after)
+    else:
+        labels = list(term)
+    for c in labels:
+        if c is not None and c not in _LETTERS:
+            raise ValueError(f"{op}: invalid subscript {c!r} in '{term}' ({where}); labels are "
+                             "letters a-z, A-Z")
+    return labels
+
+
+def _parse_einsum(subscripts, shapes):
+    s = subscripts.replace(" ", "")
+    if s.count("->") > 1 or s.count("-") != s.count("->") or s.count(">") != s.count("->"):
+        raise ValueError(f"einsum: malformed subscripts '{subscripts}' (use at most one '->')")
+    lhs, out = s.split("->") if "->" in s else (s, None)
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(f"einsum: subscripts '{subscripts}' name {len(terms)} operand(s) but "
+                         f"{len(shapes)} were given")
+    raw = [_split_term("einsum", t, f"operand {i}") for i, t in enumerate(terms)]
+    ell = 0
+    for i, (labels, shape) in enumerate(zip(raw, shapes)):
+        named = len(labels) - (None in labels)
+        if (None in labels and named > len(shape)) or (None not in labels
+                                                       and named != len(shape)):
+            raise ValueError(f"einsum: operand {i} has shape {shape} (ndim {len(shape)}) but "
+                             f"its subscripts '{terms[i]}' name {named} dims")
+        if None in labels:
+            ell = max(ell, len(shape) - named)
+    ins = []
+    for labels, shape in zip(raw, shapes):
+        if None in labels:
+            e = len(shape) - (len(labels) - 1)
+            p = labels.index(None)
+            labels = labels[:p] + list(range(ell - e, ell)) + labels[p + 1:]
+        ins.append(labels)
+    if out is None:
+        counts = {}
+        for labels in ins:
+            for c in labels:
+                if isinstance(c, str):
+                    counts[c] = counts.get(c, 0) + 1
+        outs = list(range(ell)) + sorted(c for c, n in counts.items() if n == 1)
+    else:
+        o = _split_term("einsum", out, "output")
+        if None in o:
+            p = o.index(None)
+            outs = o[:p] + list(range(ell)) + o[p + 1:]
+        else:
+            if ell:
+                raise ValueError(f"einsum: the operands of '{subscripts}' have '...' dims but the "
+                                 "output names no '...'")
+            outs = o
+        seen = set()
+        for c in outs:
+            if c in seen:
+                raise ValueError(f"einsum: output subscript {c!r} appears more than once in "
+                                 f"'{subscripts}'")
+            seen.add(c)
+            if isinstance(c, str) and not any(c in labels for labels in ins):
+                raise ValueError(f"einsum: output subscript {c!r} does not appear in the inputs "
+                                 f"of '{subscripts}'")
+    return ins, outs
+
+
+def _label_name(c):
+    return repr(c) if isinstance(c, str) else f"'...' dim {c}"
+
+
+@functools.lru_cache(maxsize=1024)
+def _einsum_plan(subscripts, shapes, optimize):
+    ins, outs = _parse_einsum(subscripts, shapes)
+    steps = []
+    shapes = [list(s) for s in shapes]
+    # 1. Diagonals for labels repeated within one operand (the diagonal goes last, as NumPy's).
+    for i, labels in enumerate(ins):
+        while len(set(labels)) != len(labels):
+            c = next(c for c in labels if labels.count(c) > 1)
+            p = labels.index(c)
+            q = labels.index(c, p + 1)
+            if shapes[i][p] != shapes[i][q]:
+                raise ValueError(f"einsum: operand {i} repeats label {_label_name(c)} over dims "
+                                 f"of sizes {shapes[i][p]} and {shapes[i][q]} (shape "
+                                 f"{tuple(shapes[i])})")
+            steps.append(("diag", i, p, q))
+            n = shapes[i][p]
+            labels[:] = [x for k, x in enumerate(labels) if k not in (p, q)] + [c]
+            shapes[i] = [x for k, x in enumerate(shapes[i]) if k not in (p, q)] + [n]
+    # 2. One size per label; size-1 dims broadcast.
+    size = {}
+    for i, (labels, shape) in enumerate(zip(ins, shapes)):
+        for c, d in zip(labels, shape):
+            prev = size.get(c, 1)
+            if d != 1 and prev != 1 and d != prev:
+                raise ValueError(f"einsum: label {_label_name(c)} has inconsistent sizes {prev} "
+                                 f"and {d} (operand {i} has shape {tuple(shape)}) in "
+                                 f"'{subscripts}'")
+            if d != 1:
+                size[c] = d
+            else:
+                size.setdefault(c, 1)
+    # 3. Drop size-1 dims that broadcast against a larger size elsewhere.
+    for i, (labels, shape) in enumerate(zip(ins, shapes)):
+        keep = [k for k, (c, d) in enumerate(zip(labels, shape)) if not (d == 1 and size[c] != 1)]
+        if len(keep) != len(labels):
+            labels[:] = [labels[k] for k in keep]
+            shapes[i] = [shape[k] for k in keep]
+            steps.append(("reshape", i, tuple(shapes[i])))
+    # 4. Sum labels that no other operand and not the output has.
+    out_set = set(outs)
+    for i, labels in enumerate(ins):
+        lone = [k for k, c in enumerate(labels) if c not in out_set
+                and not any(c in other for j, other in enumerate(ins) if j != i)]
+        if lone:
+            steps.append(("sum", i, tuple(lone), tuple(shapes[i][k] for k in lone)))
+            labels[:] = [c for k, c in enumerate(labels) if k not in lone]
+            shapes[i] = [d for k, d in enumerate(shapes[i]) if k not in lone]
+    # 5. Pairwise contractions in the order einsum_path picks from the shapes.
+    for pos in _einsum_path(ins, shapes, outs, optimize):
+        pos = sorted(pos)
+        while len(pos) >= 2:
+            i, j = pos[0], pos[1]
+            needed = set(outs)
+            for k, labels in enumerate(ins):
+                if k not in (i, j):
+                    needed.update(labels)
+            lx, ly = ins[i], ins[j]
+            batch = [c for c in lx if c in ly and c in needed]
+            contract = [c for c in lx if c in ly and c not in needed]
+            dn = ((tuple(lx.index(c) for c in contract), tuple(ly.index(c) for c in contract)),
+                  (tuple(lx.index(c) for c in batch), tuple(ly.index(c) for c in batch)))
+            res = batch + [c for c in lx if c not in ly] + [c for c in ly if c not in lx]
+            steps.append(("dot", i, j, dn))
+            for k in (j, i):
+                del ins[k]
+                del shapes[k]
+            ins.append(res)
+            shapes.append([size[c] for c in res])
+            last = len(ins) - 1
+            pos = sorted([last] + [p - (p > i) - (p > j) for p in pos[2:]])
+    # 6. The output order.
+    (labels,) = ins
+    if labels != outs:
+        steps.append(("permute", 0, tuple(labels.index(c) for c in outs)))
+    return tuple(steps)
+
+
+def _einsum_path(ins, shapes, outs, optimize):
+    n = len(ins)
+    if n < 2:
+        return []
+    if optimize is False or n == 2:
+        return [(0, 1)] * (n - 1)
+    if isinstance(optimize, tuple):
+        return [p for p in optimize[1:]] if optimize and optimize[0] == "einsum_path" else \
+            list(optimize)
+    mode = "greedy" if optimize is True else optimize
+    names = [c for c in _LETTERS if not any(c in labels for labels in ins)]
+    letter = {}
+    for labels in ins:
+        for c in labels:
+            if c not in letter:
+                letter[c] = c if isinstance(c, str) else names.pop()
+    text = (",".join("".join(letter[c] for c in labels) for labels in ins) + "->"
+            + "".join(letter[c] for c in outs))
+    # Zero-stride stand-ins: einsum_path reads shapes only, never the (absent) data.
+    dummies = [np.broadcast_to(np.empty((), np.float32), tuple(s)) for s in shapes]
+    path, _ = np.einsum_path(text, *dummies, optimize=mode)
+    return [tuple(p) for p in path[1:]]
+
+
+def _run_einsum(steps, ops):
+    ops = list(ops)
+    for step in steps:
+        kind, i = step[0], step[1]
+        if kind == "dot":
+            j, dn = step[2], step[3]
+            res = _bind(ops[i], ops[j], dn)
+            for k in (j, i) if j > i else (i, j):
+                del ops[k]
+            ops.append(res)
+        elif kind == "diag":
+            ops[i] = _diagonal(ops[i], step[2], step[3])
+        elif kind == "reshape":
+            ops[i] = _reshape(ops[i], step[2])
+        elif kind == "sum":
+            x = ops[i]
+            axes, sizes = step[2], step[3]
+            ones = wrap(np.ones(sizes, x.dtype), x.weak_type)
+            ops[i] = _bind(x, ones, ((axes, tuple(range(len(axes)))), ((), ())))
+        else:  # permute
+            ops[i] = _permute(ops[i], step[2])
+    return ops[0]

@@ -1,2 +1,334 @@
-"""(being written)"""
-__all__ = []
+"""Sorting and searching: sort, argsort, searchsorted, top_k, and the (eager-only) unique family.
+
+Primitives:
+
+============  =====================  ========================================================
+primitive     params                 semantics
+============  =====================  ========================================================
+sort          axis, descending       sort along ``axis``; NaN last (first when descending:
+                                     descending is the exact reverse order); -0.0 == 0.0
+argsort       axis, descending       int64 indices of the stable sort (ties keep their order,
+                                     also when descending)
+searchsorted  side ("left"/"right")  int64 insertion points of ``x2`` into the sorted 1-D ``x1``
+top_k         k                      the k largest along the last axis, descending, ties by
+                                     lower index (NaN counts as largest); [values, indices]
+============  =====================  ========================================================
+
+Ordering is NumPy's: real values ascending with NaN after everything (after +inf); complex
+values lexicographically by (real, imag) with NaNs last; -0.0 and 0.0 are equal (ties).
+
+``unique`` and friends have output shapes that depend on the values, so they need concrete
+arrays: under a transformation (make_ir, compile, vmap, ...) they raise ConcretizationError.
+"""
+from __future__ import annotations
+
+import collections
+import operator
+
+import numpy as np
+
+from ...core import dtypes
+from ...core.avals import ShapedArray
+from ...core.primitive import Primitive
+from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
+from ..array import Array, wrap
+from ..convert import operand
+from .axes import normalize_axis
+from .elementwise_family import promote_operands
+from .reductions import _ACC32, _F32, _ns
+
+__all__ = ["sort", "argsort", "searchsorted", "top_k", "unique", "unique_values",
+           "unique_counts", "unique_inverse", "unique_all"]
+
+_I64 = np.dtype(np.int64)
+_KINDS = (None, "quicksort", "mergesort", "heapsort", "stable")
+
+
+# ---- primitives ----------------------------------------------------------------------------------
+
+def _argsort_impl(x, *, axis, descending):
+    if x.dtype in _ACC32:
+        x = x.astype(_F32)  # exact, and NumPy sorts float32 natively
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable").astype(_I64, copy=False)
+    # Stable descending order: sort the reversed axis stably, reverse the result, and map the
+    # positions back; equal elements then keep their original relative order.
+    r = np.flip(np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+    return (x.shape[axis] - 1 - r).astype(_I64, copy=False)
+
+
+def _sort_impl(x, *, axis, descending):
+    if x.dtype in _ACC32:
+        return np.take_along_axis(x, _argsort_impl(x, axis=axis, descending=descending), axis)
+    # Sorted values do not show whether the sort was stable (equal values are interchangeable;
+    # only the order of -0.0 and 0.0 could tell), so NumPy's fastest sort is used.
+    out = np.sort(x, axis=axis)
+    return np.flip(out, axis) if descending else out
+
+
+sort_p = Primitive("sort", family="sorting")
+sort_p.impl = _sort_impl
+sort_p.abstract_eval = lambda x, *, axis, descending: x
+sort_p.weak_type = lambda w, *, axis, descending: w
+
+argsort_p = Primitive("argsort", family="sorting")
+argsort_p.impl = _argsort_impl
+argsort_p.abstract_eval = lambda x, *, axis, descending: ShapedArray(x.shape, _I64, False)
+
+
+def _searchsorted_impl(a, v, *, side):
+    if a.dtype in _ACC32:
+        a, v = a.astype(_F32), v.astype(_F32)
+    return np.asarray(np.searchsorted(a, v, side=side), dtype=_I64)
+
+
+searchsorted_p = Primitive("searchsorted", family="sorting")
+searchsorted_p.impl = _searchsorted_impl
+searchsorted_p.abstract_eval = lambda a, v, *, side: ShapedArray(v.shape, _I64, False)
+
+
+def _top_k_impl(x, *, k):
+    idx = _argsort_impl(x, axis=x.ndim - 1, descending=True)[..., :k]
+    return [np.take_along_axis(x, idx, -1), np.ascontiguousarray(idx)]
+
+
+def _top_k_abstract_eval(x, *, k):
+    shape = tuple(x.shape[:-1]) + (k,)
+    return [ShapedArray(shape, x.dtype, x.weak_type), ShapedArray(shape, _I64, False)]
+
+
+top_k_p = Primitive("top_k", multiple_results=True, family="sorting")
+top_k_p.impl = _top_k_impl
+top_k_p.abstract_eval = _top_k_abstract_eval
+top_k_p.weak_type = lambda w, *, k: [w, False]
+
+
+# ---- public ------------------------------------------------------------------------------------
+
+def _sort_args(op, x, axis, kind, order):
+    if order is not None:
+        raise TypeError(f"{op}: order= (structured arrays) is not supported")
+    if kind not in _KINDS:
+        raise ValueError(f"{op}: kind must be one of {_KINDS[1:]} or None, got {kind!r}")
+    x = operand(x, op)
+    if axis is None:
+        if x.ndim != 1:
+            x = _ns().reshape(x, (-1,))
+        return x, 0
+    return x, normalize_axis(op, axis, x.ndim)
+
+
+def sort(x, /, axis=-1, kind=None, order=None, *, descending=False, stable=True):
+    """Sorted copy of ``x`` along an axis (Array API ``sort`` plus NumPy's ``axis=None``).
+
+    Equal values are interchangeable, so stability cannot be observed in the sorted values
+    (except for the relative order of -0.0 and 0.0, which is unspecified); ``argsort`` is
+    always stable. ``kind`` and ``stable`` are accepted for compatibility.
+
+    Args:
+        x: input array, shape ``(*dims)``, any dtype. Real NaNs sort after +inf; complex values
+            order by (real, imag), NaNs last (NumPy's order).
+        axis: the axis to sort (default last; negative allowed) or None to sort the flattened
+            array.
+        kind: NumPy's algorithm name; ignored.
+        order: must be None (no structured arrays).
+        descending: sort in descending order: the exact reverse of ascending, so NaNs first.
+        stable: accepted for the Array API (see above).
+    Returns:
+        Array of ``x``'s dtype and shape (``(size,)`` for ``axis=None``).
+    Raises:
+        AxisError: axis out of range (a 0-d array has no axis -1: use axis=None).
+        ValueError: unknown ``kind``. TypeError: ``order`` given.
+    """
+    if (type(x) is Array and kind is None and order is None and axis is not None
+            and current_trace() is EVAL_TRACE):
+        ax = normalize_axis("sort", axis, x._buf.ndim)
+        return wrap(_sort_impl(x._buf, axis=ax, descending=bool(descending)), x._weak)
+    x, ax = _sort_args("sort", x, axis, kind, order)
+    return sort_p.bind(x, axis=ax, descending=bool(descending))
+
+
+def argsort(x, /, axis=-1, kind=None, order=None, *, descending=False, stable=True):
+    """Indices that sort ``x`` along an axis (Array API ``argsort``); always stable: equal
+    elements keep their original order, in descending order too.
+
+    Args:
+        x: input array, any dtype (ordering as in ``sort``).
+        axis: the axis (default last) or None for the flattened array.
+        kind, order, stable: as in ``sort``. descending: NaNs first, ties in original order.
+    Returns:
+        int64 Array of ``x``'s shape (``(size,)`` for ``axis=None``).
+    Raises:
+        AxisError: axis out of range. ValueError: unknown ``kind``. TypeError: ``order`` given.
+    """
+    if (type(x) is Array and kind is None and order is None and axis is not None
+            and current_trace() is EVAL_TRACE):
+        ax = normalize_axis("argsort", axis, x._buf.ndim)
+        return wrap(_argsort_impl(x._buf, axis=ax, descending=bool(descending)), False)
+    x, ax = _sort_args("argsort", x, axis, kind, order)
+    return argsort_p.bind(x, axis=ax, descending=bool(descending))
+
+
+def searchsorted(x1, x2, /, side="left", sorter=None):
+    """Insertion points of ``x2`` into the sorted 1-D ``x1`` that keep it sorted.
+
+    ``side="left"`` gives the first valid position (``x1[i-1] < v <= x1[i]``), ``"right"`` the
+    last (``x1[i-1] <= v < x1[i]``). NaNs count as larger than everything, as in ``sort``.
+
+    Args:
+        x1: 1-D array ``(n,)``, sorted ascending (or made so by ``sorter``); not checked.
+        x2: values, any shape ``(*dims)``; promoted with ``x1`` to a common dtype.
+        side: "left" or "right".
+        sorter: optional int array ``(n,)`` of indices that sort ``x1`` (e.g. ``argsort(x1)``).
+    Returns:
+        int64 Array of shape ``(*dims)`` with entries in ``0..n``.
+    Raises:
+        ValueError: ``x1`` not 1-D, bad ``side``, ``sorter`` of the wrong shape.
+        TypeError: dtypes that do not promote.
+    """
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    a, v = promote_operands("searchsorted", (x1, x2))
+    if a.ndim != 1:
+        raise ValueError(f"searchsorted: x1 must be 1-D, got shape {tuple(a.shape)}")
+    if sorter is not None:
+        s = operand(sorter, "searchsorted")
+        if tuple(s.shape) != tuple(a.shape) or not dtypes.is_integer(s.dtype):
+            raise ValueError(f"searchsorted: sorter must be an integer array of x1's shape "
+                             f"{tuple(a.shape)}, got {s.dtype}{list(s.shape)}")
+        a = _ns().take(a, s)
+    if type(a) is Array and type(v) is Array and current_trace() is EVAL_TRACE:
+        return wrap(_searchsorted_impl(a._buf, v._buf, side=side), False)
+    return searchsorted_p.bind(a, v, side=side)
+
+
+def top_k(x, k, /):
+    """The ``k`` largest entries along the last axis and their indices (JAX ``lax.top_k``).
+
+    Args:
+        x: array of shape ``(*batch, n)``, n >= k. NaN counts as larger than every number.
+        k: a static int, ``0 <= k <= n``.
+    Returns:
+        ``(values, indices)``: values of ``x``'s dtype and int64 indices, both
+        ``(*batch, k)``, in descending order; ties keep the lower index first.
+    Raises:
+        ValueError: 0-d input or ``k`` out of range. TypeError: non-integer ``k``.
+    """
+    x = operand(x, "top_k")
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise TypeError(f"top_k: k must be a Python int, got {type(k).__name__}") from None
+    if x.ndim == 0:
+        raise ValueError("top_k: input must have at least one dimension, got a 0-d array")
+    n = x.shape[-1]
+    if not 0 <= k <= n:
+        raise ValueError(f"top_k: k={k} is out of range for the last axis of size {n} "
+                         f"(valid: 0..{n})")
+    values, indices = top_k_p.bind(x, k=k)
+    return values, indices
+
+
+# ---- unique (eager only) -----------------------------------------------------------------------
+
+UniqueAllResult = collections.namedtuple(
+    "UniqueAllResult", ["values", "indices", "inverse_indices", "counts"])
+UniqueCountsResult = collections.namedtuple("UniqueCountsResult", ["values", "counts"])
+UniqueInverseResult = collections.namedtuple("UniqueInverseResult", ["values", "inverse_indices"])
+
+
+def _concrete(op, x):
+    """The NumPy buffer of ``x``; a clear error for traced values (value-dependent shapes)."""
+    x = operand(x, op)
+    if isinstance(x, Tracer):
+        try:
+            x = x.to_concrete()
+        except ConcretizationError:
+            raise ConcretizationError(
+                f"{op}: the output shape depends on the values of the input, so {op} needs a "
+                f"concrete array and cannot run on the traced value {x.aval.str_short()} (inside "
+                "make_ir / compile / vmap / grad). Call it outside the transformation, or use a "
+                "fixed-size formulation (e.g. sort and compare neighbours).") from None
+    return x._buf
+
+
+def _np_unique(op, buf, **kwargs):
+    dt = buf.dtype
+    if dt in _ACC32:
+        # NumPy has no sort for the ml_dtypes floats: find uniques in float32 (exact).
+        out = np.unique(buf.astype(_F32), **kwargs)
+        if isinstance(out, tuple):
+            return (out[0].astype(dt),) + tuple(out[1:])
+        return out.astype(dt)
+    return np.unique(buf, **kwargs)
+
+
+def _wrap_index(a):
+    return wrap(np.asarray(a, dtype=_I64), False)
+
+
+def unique(x, /, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
+           equal_nan=True):
+    """Sorted unique elements of ``x`` (NumPy ``unique``); eager only.
+
+    Args:
+        x: input array, shape ``(*dims)``.
+        return_index: also return the index of the first occurrence of each unique value.
+        return_inverse: also return indices into the uniques that rebuild ``x``.
+        return_counts: also return how often each unique value occurs.
+        axis: None (flatten) or the axis along which unique sub-arrays are found.
+        equal_nan: collapse all NaNs into one (NumPy's default); False keeps each NaN.
+    Returns:
+        The unique values (1-D for ``axis=None``), then the requested int64 arrays in the order
+        index, inverse, counts, as a tuple when any is requested (NumPy's convention). For
+        ``axis=None`` the inverse has ``x``'s shape.
+    Raises:
+        ConcretizationError: (a TypeError) ``x`` is traced: the output shape depends on values.
+        AxisError: axis out of range.
+    """
+    buf = _concrete("unique", x)
+    if axis is not None:
+        axis = normalize_axis("unique", axis, buf.ndim)
+    out = _np_unique("unique", buf, return_index=return_index, return_inverse=return_inverse,
+                     return_counts=return_counts, axis=axis, equal_nan=equal_nan)
+    if not isinstance(out, tuple):
+        return wrap(out, False)
+    return (wrap(out[0], False),) + tuple(_wrap_index(a) for a in out[1:])
+
+
+def unique_values(x, /):
+    """Unique elements of ``x`` as a sorted 1-D array (Array API); eager only.
+
+    NaNs are all kept (each NaN is distinct, as the Array API says). Raises ConcretizationError
+    (a TypeError) on traced input: the output shape depends on the values.
+    """
+    buf = _concrete("unique_values", x)
+    return wrap(_np_unique("unique_values", buf, equal_nan=False), False)
+
+
+def unique_counts(x, /):
+    """``(values, counts)`` of the unique elements (Array API); eager only; NaNs distinct."""
+    buf = _concrete("unique_counts", x)
+    v, c = _np_unique("unique_counts", buf, return_counts=True, equal_nan=False)
+    return UniqueCountsResult(wrap(v, False), _wrap_index(c))
+
+
+def unique_inverse(x, /):
+    """``(values, inverse_indices)``: ``values[inverse_indices]`` rebuilds ``x`` (Array API);
+    the inverse has ``x``'s shape; eager only; NaNs distinct."""
+    buf = _concrete("unique_inverse", x)
+    v, inv = _np_unique("unique_inverse", buf, return_inverse=True, equal_nan=False)
+    return UniqueInverseResult(wrap(v, False), _wrap_index(np.reshape(inv, buf.shape)))
+
+
+def unique_all(x, /):
+    """``(values, indices, inverse_indices, counts)`` (Array API); eager only; NaNs distinct.
+
+    ``indices`` are the first occurrences in the flattened ``x``; ``inverse_indices`` has
+    ``x``'s shape.
+    """
+    buf = _concrete("unique_all", x)
+    v, idx, inv, c = _np_unique("unique_all", buf, return_index=True, return_inverse=True,
+                                return_counts=True, equal_nan=False)
+    return UniqueAllResult(wrap(v, False), _wrap_index(idx),
+                           _wrap_index(np.reshape(inv, buf.shape)), _wrap_index(c))

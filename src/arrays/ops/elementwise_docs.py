@@ -1,0 +1,114 @@
+"""Docstring builders shared by the elementwise op files (arithmetic.py, math*.py).
+
+Most elementwise ops differ only in their formula, accepted dtypes and special values; these
+helpers write the common Args / Returns / Raises sections so that each op states only that.
+"""
+from __future__ import annotations
+
+import functools
+import textwrap
+
+ACCEPTS = {
+    "any": "any dtype",
+    "numeric": "any numeric dtype (bool raises TypeError)",
+    "real": "bool, integer or real floating dtype (complex raises TypeError)",
+    "real_num": "integer or real floating dtype (bool and complex raise TypeError)",
+    "integer": "bool or integer dtype (floating and complex raise TypeError)",
+    "int_only": "integer dtype (bool, floating and complex raise TypeError)",
+    "bool": "bool dtype",
+    "inexact": "any numeric dtype; bool and integers are first promoted to float32 (the default "
+               "float, as in JAX)",
+    "real_inexact": "real dtype; bool and integers are first promoted to float32 (the default "
+                    "float, as in JAX); complex raises TypeError",
+}
+
+RETURNS = {
+    "same": "the (promoted) input dtype",
+    "bool": "bool",
+    "real": "the input dtype, or for complex input its real dtype (complex64 -> float32)",
+}
+
+PROMOTION = ("dtypes promote by JAX rules (Python scalars are weak: ``x_f32 + 1.0`` is float32, "
+             "``x_i8 + 1`` is int8)")
+
+SUBGRADIENTS = """\
+Subgradient convention (Starling-wide; JVP and VJP both follow it, since reverse mode is the
+transposed JVP):
+
+* ``maximum`` / ``minimum``: where ``x1 == x2`` the derivative is split 0.5 / 0.5 between the
+  operands. Where the output is NaN, all of it goes to the operand that produced the NaN
+  (``maximum(nan, 1)``: all to the first); when both are NaN it is split evenly.
+* ``fmax`` / ``fmin``: ties split 0.5 / 0.5 as above; a NaN operand is ignored (its derivative
+  is 0, the other operand's is 1); both NaN split evenly.
+* ``clip`` / ``clamp`` with static bounds (Python scalars or None): ``d/dx`` is 1 strictly
+  inside ``lo < x < hi``, 0 outside and 0 at ``x == lo`` or ``x == hi``.
+* ``clip`` / ``clamp`` with array bounds: the derivative goes to the operand that produced the
+  output; a two-way tie (``x == lo`` or ``x == hi``) splits 0.5 / 0.5 between ``x`` and the tied
+  bound; ``x == lo == hi`` gives ``x`` everything; ``lo == hi != x`` or ``lo > hi`` gives the
+  bound that produced the output everything.
+* ``abs`` at 0: 0.
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def _fill(text, initial_indent="", subsequent_indent=""):
+    # Spaces inside ``code`` literals must not become line breaks.
+    parts = text.split("``")
+    protected = "``".join(p.replace(" ", "\0") if i % 2 else p for i, p in enumerate(parts))
+    wrapped = textwrap.fill(protected, width=96, break_on_hyphens=False,
+                            initial_indent=initial_indent, subsequent_indent=subsequent_indent)
+    return wrapped.replace("\0", " ")
+
+
+def _entry(head, text, indent=4):
+    return _fill(f"{head}{text}", initial_indent=" " * indent,
+                 subsequent_indent=" " * (indent + 4)) + "\n"
+
+
+def _notes(notes):
+    paras = notes.strip().split("\n\n")
+    out = []
+    for p in paras:
+        # Lists and preformatted blocks (the subgradient table) are kept as written.
+        out.append(p if p.lstrip().startswith(("*", "Subgradient")) or "\n" in p
+                   else _fill(p))
+    return "\n" + "\n\n".join(out) + "\n"
+
+
+def unary_doc(summary, domain, out="same", *, notes="", extra_args=""):
+    """Google-style docstring for a one-operand elementwise op."""
+    returns = RETURNS[out]
+    if domain in ("inexact", "real_inexact") and out == "same":
+        returns = "the input dtype (float32 for bool / integer input)"
+    text = (f"{summary}\n\nArgs:\n" + _entry("x: ", f"array of shape ``(*shape)``; "
+                                                   f"{ACCEPTS[domain]}.")
+            + extra_args + "Returns:\n" + _entry("", f"Array of shape ``(*shape)``; dtype: "
+                                                     f"{returns}."))
+    if domain != "any":
+        text += "Raises:\n" + _entry("TypeError: ", "the dtype is not accepted (the message "
+                                                    "names the op and the dtype).")
+    if notes:
+        text += _notes(notes)
+    return text
+
+
+def binary_doc(summary, domain, out="same", *, notes="", args="x1, x2", extra_args=""):
+    """Google-style docstring for a two-operand broadcasting elementwise op."""
+    returns = RETURNS[out]
+    if domain in ("inexact", "real_inexact") and out == "same":
+        returns = "the promoted dtype (float32 when it is bool / integer)"
+    text = (f"{summary}\n\nArgs:\n"
+            + _entry(f"{args}: ", f"arrays or Python scalars whose shapes broadcast to "
+                                  f"``(*shape)``; {PROMOTION}. Accepts {ACCEPTS[domain]}.")
+            + extra_args + "Returns:\n"
+            + _entry("", f"Array of shape ``(*shape)``; dtype: {returns}.")
+            + "Raises:\n"
+            + _entry("ValueError: ", "the shapes do not broadcast (the message names the op "
+                                     "and the shapes).")
+            + _entry("TypeError: ", "the promoted dtype is not accepted, or the dtypes have no "
+                                    "implicit promotion (e.g. float8 with float32).")
+            + _entry("OverflowError: ", "a Python int does not fit the integer dtype of the "
+                                        "other operand (``x_u8 + 300``)."))
+    if notes:
+        text += _notes(notes)
+    return text

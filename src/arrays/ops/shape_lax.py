@@ -1,0 +1,502 @@
+"""The shape family's primitives (lax-style) and their module-level wrappers.
+
+Every NumPy-API shape / joining / creation function of ``starling.numpy`` is a composition of
+this small set, so that later transformations (jvp, transpose, vmap, sharding) need rules for
+these nine primitives only:
+
+=================  ===========================================  =============================
+primitive          params                                        NumPy meaning
+=================  ===========================================  =============================
+reshape            new_sizes                                     C-order ``np.reshape``
+broadcast_in_dim   shape, broadcast_dimensions                   operand dim i -> output dim
+                                                                 ``broadcast_dimensions[i]``
+transpose          permutation                                   ``np.transpose``
+squeeze            dimensions                                    ``np.squeeze``
+rev                dimensions                                    ``np.flip``
+concatenate        dimension (n operands)                        ``np.concatenate``
+pad                padding_config ((lo, hi, interior), ...)      lo/hi may be negative (crop)
+slice              start_indices, limit_indices, strides         static ``x[s:l:st]``
+iota               dtype, shape, dimension                       ``arange`` along ``dimension``
+=================  ===========================================  =============================
+
+Data-movement primitives keep the operand's dtype and weak type. The NumPy impls may return
+views of their input buffers: Starling buffers are never written, so sharing them is safe.
+
+The module-level functions below (``reshape``, ``broadcast_in_dim``, ``transpose``, ``squeeze``,
+``expand_dims``, ``rev``, ``concatenate``, ``pad``, ``static_slice``, ``iota``) take already
+normalized, static arguments (non-negative axes, tuples of ints) and are what other families
+(indexing, reductions, linalg) should call; the user-facing checks live in shape.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core import dtypes
+from ...core.avals import ShapedArray
+from ...core.primitive import Primitive
+from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
+from ..array import Array, wrap
+from .axes import AxisError, normalize_axes, normalize_axis  # noqa: F401  (re-used by shape.py)
+
+
+def _same_weak(w, **params):
+    return w
+
+
+def _shape_str(shape):
+    return str(tuple(shape))
+
+
+def _shape_tuple(op, shape, allow_minus_one=False):
+    """A user shape (int or sequence of ints) as a tuple of ints; errors name ``op``."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+        shape = (shape,)
+    try:
+        dims = tuple(shape)
+    except TypeError:
+        raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {shape!r}") \
+            from None
+    out = []
+    for d in dims:
+        if type(d) is not int:
+            if isinstance(d, (bool, np.bool_)) or not hasattr(d, "__index__"):
+                raise TypeError(f"{op}: shape entries must be integers, got {shape!r}")
+            try:
+                d = d.__index__()
+            except ConcretizationError:
+                raise TypeError(f"{op}: shape entries must be static Python ints, got a traced "
+                                f"value in {shape!r}") from None
+        if d < 0 and not (allow_minus_one and d == -1):
+            valid = "non-negative or -1" if allow_minus_one else "non-negative"
+            raise ValueError(f"{op}: shape entries must be {valid}, got {tuple(dims)}")
+        out.append(d)
+    return tuple(out)
+
+
+def _static_ints(op, name, value):
+    """Python ints from an int, a (nested) sequence of ints, or a concrete integer array."""
+    if isinstance(value, (Array, Tracer)):
+        try:
+            value = np.asarray(value.to_concrete())
+        except ConcretizationError:
+            raise ConcretizationError(
+                f"{op}: {name} must be concrete (static) integers, got a traced "
+                f"{value.aval.str_short()}; pass Python ints") from None
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iub":
+            raise TypeError(f"{op}: {name} must be integers, got dtype {value.dtype}")
+        return value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_static_ints(op, name, v) for v in value]
+    if isinstance(value, (bool, np.bool_)) or not hasattr(value, "__index__"):
+        raise TypeError(f"{op}: {name} must be an int or a sequence of ints, got {value!r}")
+    return value.__index__()
+
+
+def _eager(x):
+    """True when ``x`` is a concrete Array and the current trace is the eval trace: wrappers
+    then run the impl directly (what EvalTrace.process_primitive would do, minus a few calls)."""
+    return type(x) is Array and current_trace() is EVAL_TRACE
+
+
+# ---- reshape ----------------------------------------------------------------------------------
+
+reshape_p = Primitive("reshape", family="shape")
+
+
+def _reshape_abstract(x, *, new_sizes):
+    if _size(x.shape) != _size(new_sizes):
+        raise ValueError(f"reshape: cannot reshape array of shape {_shape_str(x.shape)} "
+                         f"(size {_size(x.shape)}) into shape {_shape_str(new_sizes)}")
+    return ShapedArray(new_sizes, x.dtype, x.weak_type)
+
+
+def _size(shape):
+    n = 1
+    for d in shape:
+        n = n * d
+    return n
+
+
+reshape_p.impl = lambda x, *, new_sizes: np.reshape(x, new_sizes)
+reshape_p.abstract_eval = _reshape_abstract
+reshape_p.weak_type = _same_weak
+
+
+def reshape(x, new_sizes):
+    """C-order reshape of ``x`` to the tuple ``new_sizes`` (no -1); a no-op returns ``x``."""
+    new_sizes = tuple(new_sizes)
+    if tuple(x.shape) == new_sizes:
+        return x
+    if _eager(x):
+        if _size(x.shape) != _size(new_sizes):
+            _reshape_abstract(x, new_sizes=new_sizes)  # raises the size-mismatch error
+        return wrap(np.reshape(x._buf, new_sizes), x._weak)
+    return reshape_p.bind(x, new_sizes=new_sizes)
+
+
+# ---- broadcast_in_dim -------------------------------------------------------------------------
+
+broadcast_in_dim_p = Primitive("broadcast_in_dim", family="shape")
+
+
+def _bid_check(x_shape, shape, broadcast_dimensions):
+    if len(broadcast_dimensions) != len(x_shape):
+        raise ValueError(f"broadcast_in_dim: broadcast_dimensions {broadcast_dimensions} must "
+                         f"name one output dim per operand dim of shape {_shape_str(x_shape)}")
+    prev = -1
+    for i, d in enumerate(broadcast_dimensions):
+        if not prev < d < len(shape):
+            raise ValueError(f"broadcast_in_dim: broadcast_dimensions {broadcast_dimensions} "
+                             f"must be strictly increasing and < {len(shape)}")
+        if x_shape[i] != 1 and x_shape[i] != shape[d]:
+            raise ValueError(f"broadcast_in_dim: operand dim {i} of size {x_shape[i]} cannot "
+                             f"be broadcast to output dim {d} of size {shape[d]} "
+                             f"(operand shape {_shape_str(x_shape)}, target {_shape_str(shape)})")
+        prev = d
+
+
+def _bid_abstract(x, *, shape, broadcast_dimensions):
+    _bid_check(x.shape, shape, broadcast_dimensions)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _bid_impl(x, *, shape, broadcast_dimensions):
+    x = np.asarray(x)
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(x.reshape(expanded), shape)
+
+
+broadcast_in_dim_p.impl = _bid_impl
+broadcast_in_dim_p.abstract_eval = _bid_abstract
+broadcast_in_dim_p.weak_type = _same_weak
+
+
+def broadcast_in_dim(x, shape, broadcast_dimensions):
+    """Broadcasts ``x`` to ``shape``; operand dim i becomes output dim ``broadcast_dimensions[i]``.
+
+    A no-op (same shape, identity dims) returns ``x``.
+    """
+    shape = tuple(shape)
+    broadcast_dimensions = tuple(broadcast_dimensions)
+    if tuple(x.shape) == shape and broadcast_dimensions == tuple(range(len(shape))):
+        return x
+    if _eager(x):
+        _bid_check(x.shape, shape, broadcast_dimensions)
+        return wrap(_bid_impl(x._buf, shape=shape, broadcast_dimensions=broadcast_dimensions),
+                    x._weak)
+    return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=broadcast_dimensions)
+
+
+# ---- transpose --------------------------------------------------------------------------------
+
+transpose_p = Primitive("transpose", family="shape")
+
+
+def _transpose_abstract(x, *, permutation):
+    if sorted(permutation) != list(range(len(x.shape))):
+        raise ValueError(f"transpose: permutation {permutation} is not a permutation of the "
+                         f"{len(x.shape)} dims of shape {_shape_str(x.shape)}")
+    return ShapedArray(tuple(x.shape[p] for p in permutation), x.dtype, x.weak_type)
+
+
+transpose_p.impl = lambda x, *, permutation: np.transpose(x, permutation)
+transpose_p.abstract_eval = _transpose_abstract
+transpose_p.weak_type = _same_weak
+
+
+def transpose(x, permutation):
+    """Permutes the dims of ``x``: output dim i is input dim ``permutation[i]``."""
+    permutation = tuple(permutation)
+    if permutation == tuple(range(len(permutation))):
+        return x
+    if _eager(x) and len(permutation) == x._buf.ndim:
+        return wrap(np.transpose(x._buf, permutation), x._weak)
+    return transpose_p.bind(x, permutation=permutation)
+
+
+# ---- squeeze ----------------------------------------------------------------------------------
+
+squeeze_p = Primitive("squeeze", family="shape")
+
+
+def _squeeze_abstract(x, *, dimensions):
+    for d in dimensions:
+        if not 0 <= d < len(x.shape) or x.shape[d] != 1:
+            raise ValueError(f"squeeze: cannot remove dim {d} of shape {_shape_str(x.shape)}: "
+                             "only existing dims of size 1 can be squeezed")
+    shape = tuple(s for i, s in enumerate(x.shape) if i not in dimensions)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+squeeze_p.impl = lambda x, *, dimensions: np.squeeze(np.asarray(x), axis=dimensions)
+squeeze_p.abstract_eval = _squeeze_abstract
+squeeze_p.weak_type = _same_weak
+
+
+def squeeze(x, dimensions):
+    """Removes the size-1 dims ``dimensions`` (sorted, non-negative) of ``x``."""
+    dimensions = tuple(sorted(dimensions))
+    if not dimensions:
+        return x
+    return squeeze_p.bind(x, dimensions=dimensions)
+
+
+def expand_dims(x, dimensions):
+    """Inserts size-1 dims so that they sit at ``dimensions`` of the output (a reshape)."""
+    shape = list(x.shape)
+    for d in sorted(dimensions):
+        shape.insert(d, 1)
+    return reshape(x, tuple(shape))
+
+
+# ---- rev --------------------------------------------------------------------------------------
+
+rev_p = Primitive("rev", family="shape")
+
+
+def _rev_abstract(x, *, dimensions):
+    for d in dimensions:
+        if not 0 <= d < len(x.shape):
+            raise ValueError(f"rev: dimension {d} out of range for shape {_shape_str(x.shape)}")
+    return x
+
+
+rev_p.impl = lambda x, *, dimensions: np.flip(x, dimensions) if dimensions else x
+rev_p.abstract_eval = _rev_abstract
+rev_p.weak_type = _same_weak
+
+
+def rev(x, dimensions):
+    """Reverses ``x`` along the (non-negative) ``dimensions``."""
+    dimensions = tuple(dimensions)
+    if not dimensions:
+        return x
+    return rev_p.bind(x, dimensions=dimensions)
+
+
+# ---- concatenate ------------------------------------------------------------------------------
+
+concatenate_p = Primitive("concatenate", family="shape")
+
+
+def _concat_abstract(*xs, dimension):
+    first = xs[0]
+    rank = len(first.shape)
+    if not 0 <= dimension < rank:
+        raise ValueError(f"concatenate: dimension {dimension} out of range for rank {rank}")
+    total = 0
+    for x in xs:
+        if x.dtype != first.dtype:
+            raise TypeError(f"concatenate: operands must have one dtype, got "
+                            f"{', '.join(str(y.dtype) for y in xs)}")
+        if len(x.shape) != rank or any(a != b for i, (a, b) in enumerate(zip(x.shape, first.shape))
+                                       if i != dimension):
+            raise ValueError(f"concatenate: operand shapes "
+                             f"{', '.join(_shape_str(y.shape) for y in xs)} differ outside "
+                             f"dimension {dimension}")
+        total = total + x.shape[dimension]
+    shape = list(first.shape)
+    shape[dimension] = total
+    return ShapedArray(tuple(shape), first.dtype, all(x.weak_type for x in xs))
+
+
+concatenate_p.impl = lambda *xs, dimension: np.concatenate(xs, axis=dimension)
+concatenate_p.abstract_eval = _concat_abstract
+concatenate_p.weak_type = lambda *w, dimension: all(w)
+
+
+def concatenate(operands, dimension):
+    """Joins operands of one dtype and rank along the non-negative ``dimension``."""
+    operands = tuple(operands)
+    if len(operands) == 1:
+        return operands[0]
+    if all(type(x) is Array for x in operands) and current_trace() is EVAL_TRACE:
+        if len({x._buf.dtype for x in operands}) > 1:
+            _concat_abstract(*operands, dimension=dimension)  # raises the dtype error
+        try:
+            out = np.concatenate([x._buf for x in operands], axis=dimension)
+        except (ValueError, np.exceptions.AxisError):
+            _concat_abstract(*operands, dimension=dimension)  # raises a shape error naming us
+            raise
+        return wrap(out, all(x._weak for x in operands))
+    return concatenate_p.bind(*operands, dimension=dimension)
+
+
+# ---- pad --------------------------------------------------------------------------------------
+
+pad_p = Primitive("pad", family="shape")
+
+
+def _padded_dim(n, lo, hi, interior):
+    return lo + hi + n + max(n - 1, 0) * interior
+
+
+def _pad_abstract(x, padding_value, *, padding_config):
+    if padding_value.shape != () or padding_value.dtype != x.dtype:
+        raise TypeError(f"pad: padding value must be a 0-d array of the operand dtype {x.dtype}, "
+                        f"got {padding_value.str_short()}")
+    if len(padding_config) != len(x.shape):
+        raise ValueError(f"pad: padding_config {padding_config} must have one (lo, hi, interior) "
+                         f"per dim of shape {_shape_str(x.shape)}")
+    shape = []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        if interior < 0:
+            raise ValueError(f"pad: interior padding must be >= 0, got {padding_config}")
+        d = _padded_dim(n, lo, hi, interior)
+        if d < 0:
+            raise ValueError(f"pad: padding_config {padding_config} crops shape "
+                             f"{_shape_str(x.shape)} below size 0")
+        shape.append(d)
+    return ShapedArray(tuple(shape), x.dtype, x.weak_type and padding_value.weak_type)
+
+
+def _pad_impl(x, padding_value, *, padding_config):
+    x = np.asarray(x)
+    full_shape, place, crop = [], [], []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        lo_pos, hi_pos = max(lo, 0), max(hi, 0)
+        full = lo_pos + hi_pos + n + max(n - 1, 0) * interior
+        full_shape.append(full)
+        place.append(slice(lo_pos, lo_pos + n + max(n - 1, 0) * interior, interior + 1))
+        crop.append(slice(max(-lo, 0), full - max(-hi, 0)))
+    out = np.full(full_shape, padding_value, dtype=x.dtype)
+    out[tuple(place)] = x
+    return out[tuple(crop)]
+
+
+pad_p.impl = _pad_impl
+pad_p.abstract_eval = _pad_abstract
+pad_p.weak_type = lambda wx, wp, *, padding_config: wx and wp
+
+
+def pad(x, padding_value, padding_config):
+    """Pads ``x`` with the 0-d ``padding_value`` (same dtype): per dim ``(lo, hi, interior)``.
+
+    ``lo``/``hi`` may be negative (crop at that edge); ``interior`` (>= 0) values go between
+    neighbouring elements.
+    """
+    padding_config = tuple((int(lo), int(hi), int(i)) for lo, hi, i in padding_config)
+    if all(c == (0, 0, 0) for c in padding_config):
+        return x
+    shape = x.shape
+    if len(padding_config) != len(shape) or any(
+            i < 0 or _padded_dim(n, lo, hi, i) < 0
+            for n, (lo, hi, i) in zip(shape, padding_config)):
+        raise ValueError(f"pad: padding_config {padding_config} is invalid for shape "
+                         f"{_shape_str(shape)}: need one (lo, hi, interior >= 0) per dim and "
+                         "non-negative padded sizes")
+    return pad_p.bind(x, padding_value, padding_config=padding_config)
+
+
+# ---- slice ------------------------------------------------------------------------------------
+
+slice_p = Primitive("slice", family="shape")
+
+
+def _check_slice(shape, start_indices, limit_indices, strides):
+    if not len(start_indices) == len(limit_indices) == len(shape) or (
+            strides is not None and len(strides) != len(shape)):
+        raise ValueError(f"slice: start_indices {start_indices}, limit_indices {limit_indices} "
+                         f"and strides {strides} need one entry per dim of shape "
+                         f"{_shape_str(shape)}")
+    out = []
+    for i, (n, s, lim) in enumerate(zip(shape, start_indices, limit_indices)):
+        st = 1 if strides is None else strides[i]
+        if not 0 <= s <= lim <= n or st < 1:
+            raise ValueError(f"slice: need 0 <= start <= limit <= dim and stride >= 1, got "
+                             f"start {start_indices}, limit {limit_indices}, strides {strides} "
+                             f"for shape {_shape_str(shape)}")
+        out.append(-(-(lim - s) // st))
+    return tuple(out)
+
+
+def _slice_abstract(x, *, start_indices, limit_indices, strides):
+    shape = _check_slice(x.shape, start_indices, limit_indices, strides)
+    return ShapedArray(shape, x.dtype, x.weak_type)
+
+
+def _slice_impl(x, *, start_indices, limit_indices, strides):
+    strides = strides or (1,) * len(start_indices)
+    return np.asarray(x)[tuple(slice(s, lim, st)
+                               for s, lim, st in zip(start_indices, limit_indices, strides))]
+
+
+slice_p.impl = _slice_impl
+slice_p.abstract_eval = _slice_abstract
+slice_p.weak_type = _same_weak
+
+
+def static_slice(x, start_indices, limit_indices, strides=None):
+    """``x[s0:l0:st0, s1:l1:st1, ...]`` with static, in-range, non-negative bounds.
+
+    Args:
+        x: operand of shape ``(d0, ..., dn-1)``.
+        start_indices, limit_indices: one int per dim, ``0 <= start <= limit <= d``.
+        strides: one int >= 1 per dim, or None for all ones.
+    Returns:
+        Array of shape ``(ceil((l0 - s0) / st0), ...)``; the full slice returns ``x`` itself.
+    """
+    start_indices = tuple(start_indices)
+    limit_indices = tuple(limit_indices)
+    if strides is not None:
+        strides = tuple(strides)
+        if all(st == 1 for st in strides):
+            strides = None
+    _check_slice(tuple(x.shape), start_indices, limit_indices, strides)
+    if strides is None and not any(start_indices) and limit_indices == tuple(x.shape):
+        return x
+    if _eager(x):
+        return wrap(_slice_impl(x._buf, start_indices=start_indices, limit_indices=limit_indices,
+                                strides=strides), x._weak)
+    return slice_p.bind(x, start_indices=start_indices, limit_indices=limit_indices,
+                        strides=strides)
+
+
+def slice_in_dim(x, start, limit, stride=1, axis=0):
+    """``static_slice`` along one (non-negative) ``axis``."""
+    starts = [0] * len(x.shape)
+    limits = list(x.shape)
+    strides = [1] * len(x.shape)
+    starts[axis], limits[axis], strides[axis] = start, limit, stride
+    return static_slice(x, starts, limits, strides)
+
+
+# ---- iota -------------------------------------------------------------------------------------
+
+iota_p = Primitive("iota", family="shape")
+
+
+def _iota_abstract(*, dtype, shape, dimension):
+    if not 0 <= dimension < len(shape):
+        raise ValueError(f"iota: dimension {dimension} out of range for shape {_shape_str(shape)}")
+    if dtypes.is_bool(dtype):
+        raise TypeError("iota: dtype must be numeric, got bool")
+    return ShapedArray(shape, dtype, False)
+
+
+def _iota_impl(*, dtype, shape, dimension):
+    n = shape[dimension]
+    if dtype.kind in "iufc":
+        base = np.arange(n, dtype=dtype)
+    else:
+        base = np.arange(n, dtype=np.int64).astype(dtype)  # ml_dtypes: no arange kernel
+    if len(shape) == 1:
+        return base
+    expanded = [1] * len(shape)
+    expanded[dimension] = n
+    return np.broadcast_to(base.reshape(expanded), shape)
+
+
+iota_p.impl = _iota_impl
+iota_p.abstract_eval = _iota_abstract
+
+
+def iota(dtype, shape, dimension=0):
+    """``0, 1, 2, ...`` of ``dtype`` along ``dimension`` of ``shape``, broadcast elsewhere."""
+    dtype = dtypes.canonicalize(dtype)
+    shape = tuple(shape)
+    _iota_abstract(dtype=dtype, shape=shape, dimension=dimension)  # same errors eagerly
+    return iota_p.bind(dtype=dtype, shape=shape, dimension=dimension)

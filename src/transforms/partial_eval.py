@@ -1,0 +1,36 @@
+"""Partial evaluation: run what is known, stage what is not.
+
+Values are *known* (concrete Arrays or tracers of enclosing traces) or *unknown* (tracers of this
+trace). A primitive with only known inputs runs on the parent trace; one with any unknown input
+is recorded into the Program being built, with its known inputs captured as constants. Linearize
+uses it with the tangents unknown: the primal computation runs, the tangent computation (linear
+by construction of the JVP rules) is staged as a Program of linear equations.
+"""
+from __future__ import annotations
+
+from ..core.trace import Tracer, set_current_trace
+from .stage import StagingTrace, StagingTracer
+
+
+class PartialEvalTrace(StagingTrace):
+    """Staging trace that evaluates equations whose inputs are all known."""
+
+    def is_unknown(self, x) -> bool:
+        return isinstance(x, StagingTracer) and x._trace is self
+
+    def process_primitive(self, prim, args, params):
+        for a in args:
+            if self.is_unknown(a):
+                return super().process_primitive(prim, args, params)
+            if isinstance(a, Tracer):
+                a._trace.check_valid(a)
+        with set_current_trace(self.parent):
+            return prim.bind(*args, **params)
+
+    def process_custom_jvp_call(self, fun, jvp, args, symbolic_zeros=False):
+        # Inside linearize the JVP trace above us already applied the custom rule; what reaches
+        # here is the primal or tangent computation, so run/stage it like ordinary code.
+        return fun(*args)
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_avals_fn):
+        return fun(*args)

@@ -1,0 +1,261 @@
+"""Vectorisation: the batching interpreter and ``vmap``.
+
+A BatchTracer carries a value with one extra axis (``bdim``) holding the batch. Each primitive's
+``batch`` rule maps batched operands to a batched result in one call (no per-example loop).
+Values that do not depend on the batched inputs stay unbatched (``bdim is None``).
+"""
+from __future__ import annotations
+
+import functools
+
+from .. import tree as tree_util
+from ..arrays.convert import operand
+from ..arrays.ops import rules as R
+from ..core.primitive import MissingRuleError
+from ..core.trace import Trace, Tracer, new_trace, set_current_trace
+
+
+class BatchTracer(Tracer):
+    """A batched value: ``val`` has the batch at axis ``bdim``; ``aval`` is per-example."""
+
+    __slots__ = ("val", "bdim")
+
+    def __init__(self, trace, val, bdim):
+        self._trace = trace
+        self.val = val
+        self.bdim = bdim
+
+    @property
+    def aval(self):
+        a = self.val.aval
+        shape = a.shape[:self.bdim] + a.shape[self.bdim + 1:]
+        return a.update(shape=shape)
+
+
+class BatchTrace(Trace):
+    """Interpreter for vmap. ``axis_name`` names the mapped axis for collectives."""
+
+    def __init__(self, parent, axis_size, axis_name=None):
+        super().__init__(parent)
+        self.axis_size = axis_size
+        self.axis_name = axis_name
+
+    def lift(self, x):
+        if isinstance(x, BatchTracer) and x._trace is self:
+            return x.val, x.bdim
+        if isinstance(x, Tracer):
+            x._trace.check_valid(x)
+        return x, None
+
+    def process_primitive(self, prim, args, params):
+        vals, dims = [], []
+        for a in args:
+            v, d = self.lift(a)
+            vals.append(v)
+            dims.append(d)
+        if all(d is None for d in dims):
+            with set_current_trace(self.parent):
+                return prim.bind(*vals, **params)
+        rule = prim.batch
+        if rule is None:
+            raise MissingRuleError(prim, "batch")
+        with set_current_trace(self.parent):
+            out, out_dim = rule(vals, dims, **params)
+        if prim.multiple_results:
+            return [self.wrap(o, d) for o, d in zip(out, out_dim)]
+        return self.wrap(out, out_dim)
+
+    def wrap(self, val, bdim):
+        return val if bdim is None else BatchTracer(self, val, bdim)
+
+    def _unwrap_to_front(self, args):
+        vals = []
+        for a in args:
+            v, d = self.lift(a)
+            vals.append(v if d is None else R.move_axis(v, d, 0))
+        dims = [None if self.lift(a)[1] is None else 0 for a in args]
+        return vals, dims
+
+    def process_custom_jvp_call(self, fun, jvp, args, symbolic_zeros=False):
+        from .custom import custom_jvp_call
+        vals, dims = self._unwrap_to_front(args)
+        size, name = self.axis_size, self.axis_name
+        fun_b = _batched_flat(fun, dims, size, name)
+
+        def jvp_b(primals, tangents):
+            n = len(primals)
+            tangents = [R.instantiate(t) for t in tangents]
+            flat = _batched_flat(lambda *xs: _concat_pair(jvp(list(xs[:n]), list(xs[n:]))),
+                                 dims + dims, size, name)(*primals, *tangents)
+            return flat[:len(flat) // 2], flat[len(flat) // 2:]
+
+        with set_current_trace(self.parent):
+            outs = custom_jvp_call(fun_b, jvp_b, vals, symbolic_zeros=False)
+        return [BatchTracer(self, o, 0) for o in outs]
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_avals_fn):
+        from .custom import custom_vjp_call
+        vals, dims = self._unwrap_to_front(args)
+        size, name = self.axis_size, self.axis_name
+        fun_b = _batched_flat(fun, dims, size, name)
+        n_out = []
+
+        def fwd_b(*xs):
+            def flat_fwd(*ys):
+                outs, res = fwd(*ys)
+                res_leaves, res_tree = tree_util.flatten(res)
+                n_out.append((len(outs), res_tree))
+                return list(outs) + list(res_leaves)
+            flat = _batched_flat(flat_fwd, dims, size, name)(*xs)
+            k, res_tree = n_out[-1]
+            return flat[:k], tree_util.unflatten(res_tree, flat[k:])
+
+        def bwd_b(res, cts):
+            res_leaves, res_tree = tree_util.flatten(res)
+            m = len(res_leaves)
+
+            def flat_bwd(*ys):
+                return list(bwd(tree_util.unflatten(res_tree, list(ys[:m])), list(ys[m:])))
+            cts = [R.instantiate(c) for c in cts]
+            return _batched_flat(flat_bwd, [0] * (m + len(cts)), size, name)(*res_leaves, *cts)
+
+        with set_current_trace(self.parent):
+            outs = custom_vjp_call(fun_b, fwd_b, bwd_b, vals, None)
+        return [BatchTracer(self, o, 0) for o in outs]
+
+
+def _concat_pair(pair):
+    a, b = pair
+    return list(a) + [R.instantiate(t) for t in b]
+
+
+def _batched_flat(fun, in_dims, axis_size, axis_name, out_dim=0):
+    """``fun`` (flat list in, flat list out) vectorised over ``in_dims``; outputs batched at
+    ``out_dim`` (broadcast when they do not depend on the batch)."""
+    def batched(*vals):
+        with new_trace(BatchTrace, axis_size, axis_name) as trace:
+            tracers = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, in_dims)]
+            outs = fun(*tracers)
+            result = []
+            for o in outs:
+                v, d = trace.lift(operand(o, "vmap"))
+                result.append(_to_out_axis(v, d, out_dim, axis_size))
+        return result
+    return batched
+
+
+def _to_out_axis(v, d, out_dim, size):
+    if out_dim is None:
+        if d is not None:
+            raise ValueError("vmap: out_axes is None for an output that depends on the mapped "
+                             "axis (it is batched); give an int out axis")
+        return v
+    if d is None:
+        v = R.bdim_to_front(v, None, size)
+        d = 0
+    nd = v.ndim
+    if not -nd <= out_dim < nd:
+        raise ValueError(f"vmap: out_axes {out_dim} is out of range for an output of ndim "
+                         f"{nd - 1} (valid: {-nd}..{nd - 1})")
+    return R.move_axis(v, d, out_dim % nd)
+
+
+def _describe(path):
+    return tree_util.path_str(path)
+
+
+def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
+    """Vectorising map: ``vmap(f)(xs)`` computes ``stack([f(x) for x in xs])`` in one batched
+    computation (every primitive's batch rule, no Python loop).
+
+    Args:
+        fun: function of positional pytree arguments.
+        in_axes: int, None, or a pytree prefix of the positional arguments (a tuple with one
+            entry per argument, entries int / None / nested prefixes). Negative axes count from
+            the end. None means "not mapped" (broadcast to every example).
+        out_axes: int, None, or a pytree prefix of the outputs: where the mapped axis goes.
+        axis_size: the batch size; required when no input is mapped.
+        axis_name: a name for the mapped axis (for collectives such as psum).
+    Raises:
+        ValueError: mapped inputs disagree on the axis size (the message lists each argument's
+            path, shape, axis and size), an axis is out of range, or no size can be inferred.
+        TypeError: in_axes does not match the arguments' structure.
+    """
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+
+    @functools.wraps(fun)
+    def vmapped(*args, **kwargs):
+        if kwargs:
+            raise TypeError("vmap: keyword arguments are not mapped; bind them with "
+                            "functools.partial or pass them positionally")
+        axes = in_axes
+        if isinstance(axes, tuple) and len(axes) != len(args):
+            raise TypeError(f"vmap: in_axes has {len(axes)} entries but the function was called "
+                            f"with {len(args)} positional arguments")
+        if not isinstance(axes, tuple):
+            axes = (axes,) * len(args)
+        try:
+            flat_axes = tree_util.broadcast_prefix(axes, args)
+        except ValueError as e:
+            raise TypeError(f"vmap: in_axes {in_axes!r} is not a prefix of the arguments' "
+                            f"structure: {e}") from None
+        paths, leaves, treedef = tree_util.flatten_with_path(args)
+        vals, dims = [], []
+        sizes = []
+        for path, leaf, ax in zip(paths, leaves, flat_axes):
+            x = operand(leaf, "vmap")
+            if ax is None:
+                vals.append(x)
+                dims.append(None)
+                continue
+            if not isinstance(ax, int):
+                raise TypeError(f"vmap: in_axes entries must be int or None, got {ax!r}")
+            if x.ndim == 0:
+                raise ValueError(f"vmap: argument {_describe(path)} is a scalar (shape ()) but "
+                                 f"in_axes maps axis {ax}; use None for unmapped arguments")
+            if not -x.ndim <= ax < x.ndim:
+                raise ValueError(f"vmap: in_axes {ax} is out of range for argument "
+                                 f"{_describe(path)} of shape {tuple(x.shape)}")
+            ax %= x.ndim
+            vals.append(x)
+            dims.append(ax)
+            sizes.append((path, tuple(x.shape), ax, x.shape[ax]))
+        size = axis_size
+        distinct = {s[3] for s in sizes}
+        if axis_size is not None:
+            distinct.add(axis_size)
+        if len(distinct) > 1:
+            lines = "; ".join(f"argument {_describe(p)} of shape {sh} has size {n} along axis {a}"
+                              for p, sh, a, n in sizes)
+            extra = f" (axis_size={axis_size})" if axis_size is not None else ""
+            raise ValueError(f"vmap got inconsistent sizes for the mapped axis{extra}: {lines}")
+        if size is None:
+            if not sizes:
+                raise ValueError("vmap: no argument is mapped (all in_axes are None); pass "
+                                 "axis_size= to set the batch size")
+            size = sizes[0][3]
+        out_tree = []
+
+        def flat_fun(*flat):
+            out = fun(*tree_util.unflatten(treedef, list(flat)))
+            o_leaves, ot = tree_util.flatten(out)
+            out_tree.append((ot, out))
+            return o_leaves
+
+        with new_trace(BatchTrace, size, axis_name) as trace:
+            tracers = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
+            outs = flat_fun(*tracers)
+            ot, out_struct = out_tree[0]
+            try:
+                flat_out_axes = tree_util.broadcast_prefix(out_axes, out_struct)
+            except ValueError as e:
+                raise TypeError(f"vmap: out_axes {out_axes!r} is not a prefix of the output "
+                                f"structure: {e}") from None
+            result = []
+            for o, oa in zip(outs, flat_out_axes):
+                v, d = trace.lift(operand(o, "vmap"))
+                result.append(_to_out_axis(v, d, oa, size))
+        return tree_util.unflatten(ot, result)
+
+    return vmapped

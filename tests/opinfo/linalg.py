@@ -1,0 +1,298 @@
+"""OpInfos of starling.numpy.linalg (src/arrays/ops/linalg_basic.py and src/arrays/numpy/linalg.py).
+
+References are NumPy's LAPACK routines. Starling computes integer input in float32 and
+float16 / bfloat16 in float32 rounded back (documented), so the references do the same: see
+``f32ref``. Hard inputs: empty batches and 0x0 matrices, 1x1 matrices, singular and
+ill-conditioned matrices (det / slogdet / pinv / matrix_rank), rank-deficient matrices.
+"""
+import ml_dtypes
+import numpy as np
+
+from tests.opinfo import OpInfo, Sample, register
+
+LOW_SET = {np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)}
+F32 = np.dtype(np.float32)
+FLOAT_C = (np.float32, np.float64, np.complex64, np.complex128)
+WITH_INT = FLOAT_C + (np.float16, ml_dtypes.bfloat16, np.int32, np.int64)
+TOLS = {"float32": (1e-4, 1e-4), "complex64": (1e-4, 1e-4), "float16": (1e-2, 1e-2),
+        "bfloat16": (5e-2, 5e-2)}
+
+
+def f32ref(fn):
+    """``fn`` on float32 copies of bool/int/float16/bfloat16 inputs; float32 results of
+    float16/bfloat16 inputs are rounded back (Starling's documented policy)."""
+    def ref(*args, **kwargs):
+        dt = next((a.dtype for a in args if isinstance(a, np.ndarray)), None)
+        if dt is None or (dt.kind not in "biu" and dt not in LOW_SET):
+            return fn(*args, **kwargs)
+        args = [a.astype(F32) if isinstance(a, np.ndarray) else a for a in args]
+        out = fn(*args, **kwargs)
+
+        def back(o):
+            o = np.asarray(o)
+            return o.astype(dt) if dt in LOW_SET and o.dtype == F32 else o
+        return tuple(back(o) for o in out) if isinstance(out, tuple) else back(out)
+    return ref
+
+
+def mat(rng, shape, dt, kind="general"):
+    """Matrices of ``shape`` (``(*batch, m, n)``) and dtype ``dt`` of the given kind."""
+    dt = np.dtype(dt)
+    *batch, m, n = shape
+    if dt.kind in "iub":
+        x = rng.integers(-3, 4, size=shape).astype(np.float64)
+    else:
+        x = rng.uniform(-1, 1, size=shape)
+        if dt.kind == "c":
+            x = x + 1j * rng.uniform(-1, 1, size=shape)
+    if kind in ("dd", "spd") and m and n:
+        if kind == "spd":
+            x = x @ np.conj(np.swapaxes(x, -1, -2))
+        x = x + (2 * n + 2) * np.eye(m, n)
+    elif kind == "singular" and m >= 2:
+        x[..., -1, :] = x[..., 0, :]
+    elif kind == "illcond":
+        i = np.arange(m)[:, None]
+        j = np.arange(n)[None, :]
+        x = np.broadcast_to(1.0 / (i + j + 1), shape).copy()  # Hilbert matrix
+    elif kind == "zero":
+        x = np.zeros(shape)
+    elif kind == "rank1" and m and n:
+        x = np.einsum("...i,...j->...ij", x[..., :, 0], x[..., 0, :])
+    return x.astype(dt)
+
+
+def arr(rng, shape, dt, kind="general"):
+    """Like ``mat`` for any ndim (0-d and 1-d shapes are reshaped from a matrix)."""
+    shape = tuple(shape)
+    if len(shape) >= 2:
+        return mat(rng, shape, dt, kind)
+    return mat(rng, (1,) * (2 - len(shape)) + shape, dt, kind).reshape(shape)
+
+
+SQUARE = [((3, 3), "general"), ((2, 4, 4), "general"), ((1, 1), "general"), ((0, 3, 3), "general"),
+          ((0, 0), "general"), ((2, 0, 0), "general"), ((3, 3), "singular"),
+          ((4, 4), "zero"), ((2, 1, 2, 2), "dd")]
+INVERTIBLE = [((3, 3), "dd"), ((2, 4, 4), "dd"), ((1, 1), "dd"), ((0, 3, 3), "dd"),
+              ((0, 0), "dd"), ((2, 1, 2, 2), "dd"), ((5, 5), "general")]
+
+
+def _square_samples(cases, *, illcond=True):
+    def samples(rng, dt):
+        out = [Sample((mat(rng, s, dt, k),), name=f"[{s} {k}]") for s, k in cases]
+        if illcond and np.dtype(dt).kind in "fc" and np.dtype(dt) not in LOW_SET:
+            out.append(Sample((mat(rng, (5, 5), dt, "illcond"),), name="[hilbert5]"))
+        return out
+    return samples
+
+
+def solve_samples(rng, dt):
+    cases = [((3, 3), (3,)), ((3, 3), (3, 2)), ((2, 3, 3), (3,)), ((2, 3, 3), (2, 3, 1)),
+             ((3, 3), (4, 3, 2)), ((1, 3, 3), (2, 3, 2)), ((0, 2, 2), (0, 2, 1)),
+             ((2, 2), (2, 0)), ((1, 1), (1,)), ((2, 1, 2, 2), (3, 2, 4))]
+    return [Sample((mat(rng, a, dt, "dd"), arr(rng, b, dt)), name=f"[{a},{b}]") for a, b in cases]
+
+
+def cholesky_samples(rng, dt):
+    out = [Sample((mat(rng, s, dt, "spd"),), name=f"[{s}]")
+           for s in [(3, 3), (2, 4, 4), (1, 1), (0, 2, 2), (0, 0)]]
+    out.append(Sample((mat(rng, (3, 3), dt, "spd"),), {"upper": True}, name="[upper]"))
+    return out
+
+
+RECT = [(3, 3), (4, 2), (2, 4), (2, 3, 2), (1, 1), (0, 3, 2), (2, 0, 3), (3, 0)]
+
+
+def qr_samples(rng, dt):
+    out = []
+    for s in RECT:
+        for mode in ("reduced", "complete"):
+            out.append(Sample((mat(rng, s, dt),), {"mode": mode}, name=f"[{s} {mode}]"))
+    out.append(Sample((mat(rng, (4, 3), dt),), {"mode": "r"}, name="[r]"))
+    return out
+
+
+def svd_samples(rng, dt):
+    out = [Sample((mat(rng, s, dt),), {"full_matrices": fm}, name=f"[{s} {fm}]")
+           for s in [(3, 3), (4, 2), (2, 3, 4), (1, 1)] for fm in (True, False)]
+    out.append(Sample((mat(rng, (0, 3, 2), dt),), {"full_matrices": False}, name="[empty]"))
+    out.append(Sample((mat(rng, (4, 4), dt, "rank1"),), {"compute_uv": False}, name="[rank1]"))
+    return out
+
+
+def svdvals_samples(rng, dt):
+    out = [Sample((mat(rng, s, dt),), name=f"[{s}]") for s in RECT]
+    out.append(Sample((mat(rng, (4, 4), dt, "rank1"),), name="[rank1]"))
+    return out
+
+
+def eigh_samples(rng, dt):
+    out = [Sample((mat(rng, s, dt, "spd"),), name=f"[{s}]")
+           for s in [(3, 3), (2, 4, 4), (1, 1), (0, 2, 2), (0, 0)]]
+    out.append(Sample((mat(rng, (3, 3), dt, "spd"),), {"UPLO": "U"}, name="[U]"))
+    return out
+
+
+def pinv_samples(rng, dt):
+    out = [Sample((mat(rng, s, dt),), name=f"[{s}]") for s in [(3, 3), (4, 2), (2, 3, 4), (1, 1)]]
+    out.append(Sample((mat(rng, (4, 4), dt, "rank1"),), {"rtol": 1e-3}, name="[rank1]"))
+    out.append(Sample((mat(rng, (3, 3), dt, "zero"),), name="[zero]"))
+    out.append(Sample((mat(rng, (3, 3), dt, "spd"),), {"hermitian": True}, name="[herm]"))
+    out.append(Sample((mat(rng, (0, 3), dt),), name="[empty]"))
+    return out
+
+
+def rank_samples(rng, dt):
+    out = [Sample((mat(rng, s, dt, k),), name=f"[{s} {k}]")
+           for s, k in [((3, 3), "general"), ((4, 4), "rank1"), ((3, 3), "zero"),
+                        ((2, 4, 3), "general"), ((3, 3), "singular"), ((1, 1), "general"),
+                        ((0, 3), "general")]]
+    out.append(Sample((mat(rng, (4, 4), dt, "rank1"),), {"rtol": 1e-2}, name="[rtol]"))
+    out.append(Sample((mat(rng, (3, 3), dt, "spd"),), {"hermitian": True}, name="[herm]"))
+    return out
+
+
+def power_samples(rng, dt):
+    ints = np.dtype(dt).kind in "iu"
+    ns = (0, 1, 2, 3, 5) if ints else (0, 1, 2, 3, 5, -1, -2)
+    out = [Sample((mat(rng, (3, 3), dt, "dd" if n < 0 else "general"), n), name=f"[n={n}]")
+           for n in ns]
+    out.append(Sample((mat(rng, (2, 2, 2), dt), 3), name="[batch]"))
+    out.append(Sample((mat(rng, (0, 2, 2), dt), 2), name="[empty]"))
+    return out
+
+
+NORM_CASES = [((5,), {}), ((3, 4), {}), ((2, 3, 4), {}), ((0,), {}), ((5,), {"ord": 1}),
+              ((5,), {"ord": np.inf}), ((5,), {"ord": -np.inf}), ((5,), {"ord": 0}),
+              ((5,), {"ord": 3}), ((5,), {"ord": -1.5}), ((3, 4), {"ord": "fro"}),
+              ((3, 4), {"ord": "nuc"}), ((3, 4), {"ord": 1}), ((3, 4), {"ord": -1}),
+              ((3, 4), {"ord": 2}), ((3, 4), {"ord": -2}), ((3, 4), {"ord": np.inf}),
+              ((3, 4), {"ord": -np.inf}), ((2, 3, 4), {"axis": 1}),
+              ((2, 3, 4), {"axis": (2, 0), "ord": 1}), ((2, 3, 4), {"axis": (-1, -2), "ord": 2}),
+              ((2, 3, 4), {"axis": -1, "keepdims": True}),
+              ((2, 3, 4), {"axis": (0, 1), "keepdims": True, "ord": "nuc"}),
+              ((2, 3, 4), {"axis": (0, 2), "keepdims": True, "ord": np.inf}),
+              ((3, 4), {"keepdims": True}), ((0, 3), {"axis": 1})]
+
+
+def norm_samples(rng, dt):
+    return [Sample((arr(rng, s, dt),), kw, name=f"[{s} {kw}]") for s, kw in NORM_CASES]
+
+
+def vector_norm_samples(rng, dt):
+    cases = [((5,), {}), ((3, 4), {}), ((3, 4), {"axis": 0}), ((2, 3, 4), {"axis": (0, 2)}),
+             ((3, 4), {"ord": 1, "keepdims": True}), ((3, 4), {"ord": np.inf, "axis": -1}),
+             ((3, 4), {"ord": 0}), ((3, 4), {"ord": 0.5}), ((0, 3), {"axis": 0}),
+             ((3, 4), {"ord": -np.inf}), ((2, 3, 4), {"keepdims": True})]
+    return [Sample((arr(rng, s, dt),), kw, name=f"[{s} {kw}]") for s, kw in cases]
+
+
+def matrix_norm_samples(rng, dt):
+    cases = [((3, 4), {}), ((2, 3, 4), {"ord": "nuc"}), ((3, 4), {"ord": 1, "keepdims": True}),
+             ((2, 3, 4), {"ord": -1}), ((3, 4), {"ord": 2}), ((2, 3, 4), {"ord": -2}),
+             ((3, 4), {"ord": np.inf}), ((3, 4), {"ord": -np.inf, "keepdims": True}),
+             ((1, 1), {}), ((0, 3, 4), {"ord": "fro"})]
+    return [Sample((mat(rng, s, dt),), kw, name=f"[{s} {kw}]") for s, kw in cases]
+
+
+def trace_samples(rng, dt):
+    cases = [((3, 3), 0), ((3, 4), 1), ((3, 4), -2), ((2, 3, 4), 0), ((3, 3), 5), ((0, 2, 2), 0),
+             ((1, 1), 0), ((2, 0), 0)]
+    return [Sample((mat(rng, s, dt),), {"offset": k}, name=f"[{s} {k}]") for s, k in cases]
+
+
+def outer_samples(rng, dt):
+    return [Sample((arr(rng, (a,), dt), arr(rng, (b,), dt)), name=f"[{a},{b}]")
+            for a, b in [(3, 4), (0, 2), (1, 1)]]
+
+
+def multi_dot_samples(rng, dt):
+    cases = [[(2, 3), (3, 4), (4, 5)], [(3,), (3, 4), (4, 2), (2,)], [(5,), (5, 2)],
+             [(2, 6), (6, 1), (1, 7), (7, 3)], [(2, 0), (0, 3)]]
+    return [Sample(([arr(rng, s, dt) for s in c],),
+                   name=f"[{c}]") for c in cases]
+
+
+def _np(name):
+    return getattr(np.linalg, name)
+
+
+def _qr(a, mode="reduced"):
+    return np.linalg.qr(a, mode=mode)
+
+
+def _svd(a, full_matrices=True, compute_uv=True):
+    return np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+def _pinv(a, rtol=None, hermitian=False):
+    m, n = a.shape[-2:]
+    if rtol is None:
+        rtol = max(m, n) * np.finfo(a.dtype).eps
+    return np.linalg.pinv(a, rtol=rtol, hermitian=hermitian)
+
+
+def _matrix_power(a, n):
+    return np.linalg.matrix_power(a, n)
+
+
+def _multi_dot(arrays):
+    return np.linalg.multi_dot(arrays)
+
+
+def _real_out(dt, sample):
+    dt = np.dtype(dt)
+    if dt.kind in "biu":
+        return F32
+    return {np.dtype(np.complex64): F32, np.dtype(np.complex128): np.dtype(np.float64)}.get(dt, dt)
+
+
+def _same_or_f32(dt, sample):
+    dt = np.dtype(dt)
+    return F32 if dt.kind in "biu" else dt
+
+
+def _int_power_dtype(dt, sample):
+    n = sample.args[1]
+    dt = np.dtype(dt)
+    return F32 if (dt.kind in "iu" and n < 0) else dt
+
+
+def _trace_dtype(dt, sample):
+    dt = np.dtype(dt)
+    if dt.kind == "i" or dt.kind == "b":
+        return np.dtype(np.int64)
+    if dt.kind == "u":
+        return np.dtype(np.uint64)
+    return dt
+
+
+L = "linalg."
+register(
+    OpInfo(L + "det", f32ref(_np("det")), WITH_INT, _square_samples(SQUARE), tols=TOLS),
+    OpInfo(L + "slogdet", f32ref(_np("slogdet")), WITH_INT, _square_samples(SQUARE), tols=TOLS),
+    OpInfo(L + "inv", f32ref(_np("inv")), WITH_INT, _square_samples(INVERTIBLE), tols=TOLS),
+    OpInfo(L + "solve", f32ref(_np("solve")), WITH_INT, solve_samples, tols=TOLS, nin=2),
+    OpInfo(L + "cholesky", f32ref(_np("cholesky")), WITH_INT, cholesky_samples, tols=TOLS),
+    OpInfo(L + "qr", f32ref(_qr), FLOAT_C + (np.float16,), qr_samples, tols=TOLS),
+    OpInfo(L + "svd", f32ref(_svd), FLOAT_C + (np.int64,), svd_samples, tols=TOLS),
+    OpInfo(L + "svdvals", f32ref(_np("svdvals")), WITH_INT, svdvals_samples, tols=TOLS),
+    OpInfo(L + "eigh", f32ref(_np("eigh")), FLOAT_C + (np.int64,), eigh_samples, tols=TOLS),
+    OpInfo(L + "eigvalsh", f32ref(_np("eigvalsh")), WITH_INT, eigh_samples, tols=TOLS),
+    OpInfo(L + "pinv", f32ref(_pinv), FLOAT_C + (np.int64,), pinv_samples, tols=TOLS),
+    OpInfo(L + "matrix_rank", f32ref(_np("matrix_rank")), FLOAT_C + (np.int64,), rank_samples,
+           differentiable=False),
+    OpInfo(L + "matrix_power", _matrix_power, FLOAT_C + (np.int32, np.int64), power_samples,
+           tols=TOLS, expected_dtype=_int_power_dtype, check_dtype=True),
+    OpInfo(L + "norm", f32ref(_np("norm")), WITH_INT, norm_samples, tols=TOLS,
+           expected_dtype=_real_out),
+    OpInfo(L + "vector_norm", f32ref(_np("vector_norm")), WITH_INT, vector_norm_samples,
+           tols=TOLS, expected_dtype=_real_out),
+    OpInfo(L + "matrix_norm", f32ref(_np("matrix_norm")), WITH_INT, matrix_norm_samples,
+           tols=TOLS, expected_dtype=_real_out),
+    OpInfo(L + "trace", _np("trace"), FLOAT_C + (np.int8, np.uint8, np.int64), trace_samples,
+           tols=TOLS, expected_dtype=_trace_dtype),
+    OpInfo(L + "diagonal", _np("diagonal"), FLOAT_C + (np.int8, np.bool_), trace_samples),
+    OpInfo(L + "outer", _np("outer"), FLOAT_C + (np.int32,), outer_samples, nin=2),
+    OpInfo(L + "multi_dot", _multi_dot, FLOAT_C + (np.int64,), multi_dot_samples, tols=TOLS),
+)
