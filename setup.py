@@ -13,7 +13,8 @@ ext_modules = [
         sources=["native/module.cpp", "native/philox.cpp"],
         include_dirs=["native"],
         cxx_std=17,
-        extra_compile_args=["-O3"],
+        extra_compile_args=["-O3", "-pthread"],
+        extra_link_args=["-pthread"],
     )
 ]
 

@@ -15,7 +15,7 @@ _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"starling\."
 
 from . import tree  # noqa: E402,F401
 from .arrays.array import Array  # noqa: E402,F401
-from .arrays.device import Device, devices, local_device_count  # noqa: E402,F401
+from .arrays.device import Device, device_put, devices, local_device_count  # noqa: E402,F401
 from .arrays import numpy  # noqa: E402,F401
 from .arrays.numpy import fft as _fft, linalg as _linalg  # noqa: E402
 
@@ -29,9 +29,12 @@ _sys.modules[__name__ + ".random"] = random
 __version__ = "0.1.0"
 
 from .arrays.ops.autodiff import stop_gradient  # noqa: E402,F401
+from .transforms.checkpoint import checkpoint, remat  # noqa: E402,F401
 from .transforms.custom import custom_jvp, custom_vjp  # noqa: E402,F401
 from .transforms.grad import (  # noqa: E402,F401
     grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp,
 )
 from .transforms.stage import eval_shape, make_ir  # noqa: E402,F401
 from .transforms.vmap import vmap  # noqa: E402,F401
+from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401,A004
+from . import test_util  # noqa: E402,F401

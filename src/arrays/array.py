@@ -71,6 +71,30 @@ class Array:
     def device(self):
         return self._device
 
+    def __array_namespace__(self, /, *, api_version=None):
+        """The ``starling.numpy`` module (Array API). ``api_version`` may be None or "2023.12".
+
+        Raises:
+            ValueError: for any other api_version.
+        """
+        if api_version not in (None, "2023.12", "2022.12", "2021.12"):
+            raise ValueError(f"__array_namespace__: api_version {api_version!r} is not supported; "
+                             "Starling implements '2023.12'")
+        from . import numpy as snp
+        return snp
+
+    def to_device(self, device, /, *, stream=None):
+        """This array on ``device`` (a Device of this process or "cpu"); a no-op when it is
+        already there. Raises ValueError for devices of other processes, TypeError for bad input."""
+        if stream is not None:
+            raise ValueError("to_device: streams are not supported on CPU devices; pass stream=None")
+        dev = _device.check_device(device, "to_device")
+        if dev == self._device:
+            return self
+        out = wrap(self._buf, self._weak)
+        out._device = dev
+        return out
+
     def devices(self) -> set:
         """The set of devices holding this array's data (one, for an unsharded array)."""
         return {self._device}

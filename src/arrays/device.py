@@ -70,3 +70,21 @@ def check_device(device, op="device_put") -> Device:
     if isinstance(device, str) and device == "cpu":
         return DEFAULT_DEVICE
     raise TypeError(f"{op}: device must be a starling Device or 'cpu', got {device!r}")
+
+
+def device_put(x, device=None):
+    """Places ``x`` (a pytree of arrays / array-likes) on ``device`` (default: the default device).
+
+    Array-likes (NumPy arrays, Python scalars, lists) are copied into new Starling buffers.
+    Raises:
+        TypeError: a leaf is not array-like or ``device`` is not a Device.
+        ValueError: ``device`` belongs to another process.
+    """
+    from .. import tree as tree_util
+    from .convert import operand
+    dev = check_device(device, "device_put")
+
+    def put(leaf):
+        a = operand(leaf, "device_put")
+        return a.to_device(dev) if hasattr(a, "to_device") else a
+    return tree_util.map(put, x)

@@ -88,3 +88,23 @@ class JVPTrace(Trace):
             outs, residuals = fwd(*primals)
             tangent_outs = custom_lin(residuals, tangents, bwd, [o.aval for o in outs])
         return [JVPTracer(self, p, t) for p, t in zip(outs, tangent_outs)]
+
+    def process_checkpoint_call(self, fun, args, policy):
+        from .checkpoint import jvp_checkpoint_call
+        pairs, plain = jvp_checkpoint_call(self, fun, args, policy)
+        if pairs is None:
+            return plain
+        return [JVPTracer(self, p, t) for p, t in pairs]
+
+
+def jvp_flat(fun, primals, tangents):
+    """JVP of a flat function (list in, list out) where tangents may be symbolic Zeros.
+
+    Returns ``(primal_outs, tangent_outs)`` with output tangents instantiated. Used to build the
+    JVP of sub-Programs (control flow, checkpoint)."""
+    from ..core.trace import new_trace
+    with new_trace(JVPTrace) as trace:
+        tracers = [JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        outs = fun(*tracers)
+        pairs = [trace.lift(o) for o in outs]
+    return [p for p, _ in pairs], [rules_util.instantiate(t) for _, t in pairs]

@@ -21,11 +21,20 @@ class PartialEvalTrace(StagingTrace):
     def process_primitive(self, prim, args, params):
         for a in args:
             if self.is_unknown(a):
+                rule = prim.meta.get("partial_eval")
+                if rule is not None:
+                    # Primitives holding sub-Programs split them into a known part (run now)
+                    # and an unknown part (staged), instead of staging whole.
+                    return rule(self, args, params)
                 return super().process_primitive(prim, args, params)
             if isinstance(a, Tracer):
                 a._trace.check_valid(a)
         with set_current_trace(self.parent):
             return prim.bind(*args, **params)
+
+    def stage(self, prim, args, params):
+        """Records ``prim`` as an equation regardless of which inputs are known."""
+        return StagingTrace.process_primitive(self, prim, args, params)
 
     def process_custom_jvp_call(self, fun, jvp, args, symbolic_zeros=False):
         # Inside linearize the JVP trace above us already applied the custom rule; what reaches

@@ -42,7 +42,7 @@ def backward_pass(prog: Program, consts, cts_out):
         cts = [ct_env.pop(v, None) for v in eqn.outvars]
         if all(c is None or type(c) is Zero for c in cts):
             continue
-        cts = [Zero(tangent_aval(v.aval)) if c is None else c for c in cts]
+        cts = [Zero(tangent_aval(v.aval)) if c is None else c for v, c in zip(eqn.outvars, cts)]
         rule = eqn.primitive.transpose
         if rule is None:
             raise MissingRuleError(eqn.primitive, "transpose")

@@ -124,6 +124,15 @@ class BatchTrace(Trace):
         return [BatchTracer(self, o, 0) for o in outs]
 
 
+    def process_checkpoint_call(self, fun, args, policy):
+        from .checkpoint import checkpoint_call
+        vals, dims = self._unwrap_to_front(args)
+        fun_b = _batched_flat(fun, dims, self.axis_size, self.axis_name)
+        with set_current_trace(self.parent):
+            outs = checkpoint_call(fun_b, vals, policy)
+        return [BatchTracer(self, o, 0) for o in outs]
+
+
 def _concat_pair(pair):
     a, b = pair
     return list(a) + [R.instantiate(t) for t in b]

@@ -270,16 +270,80 @@ def ravel_samples(rng, dtype):
                    name="[wrap]")]
 
 
+# ---- grad samples -----------------------------------------------------------------------------
+# rand() puts NaN / inf into most float samples, which leaves check_grads (finite differences)
+# almost nothing to test: these redraw the float arguments finite and add duplicate indices.
+
+def _finite_like(rng, a):
+    if isinstance(a, np.ndarray) and a.dtype.kind in "fc":
+        return rand(rng, a.shape, a.dtype, special=False)
+    return a
+
+
+def _finite(samples, keep=None, extra=()):
+    """grad_samples: ``samples`` (those named in ``keep``, if given) plus ``extra(rng, dtype)``,
+    with finite float arguments and no size-0 ones."""
+    def fn(rng, dtype):
+        out = []
+        for s in list(samples(rng, dtype)) + [e for f in extra for e in f(rng, dtype)]:
+            if keep is not None and s.name not in keep:
+                continue
+            args = tuple(_finite_like(rng, a) for a in s.args)
+            if any(isinstance(a, np.ndarray) and a.size == 0 for a in args):
+                continue
+            out.append(Sample(args, s.kwargs, s.name))
+        return out
+    return fn
+
+
+GETITEM_GRAD = {f"[{n}]" for n in ("int", "mixed", "list", "2d list", "separated", "adjacent",
+                                   "int separated", "broadcast sep", "mask", "mask + array",
+                                   "neg array", "true between", "traced 1d", "traced 2d",
+                                   "size-1", "repeated")}
+
+
+def _getitem_repeated(rng, dtype):
+    x = rand(rng, (4, 5, 6), dtype)
+    return [Sample((x, (np.array([[0, 3], [3, 3]]), slice(None), np.array([1, 1]))),
+                   name="[repeated]")]
+
+
+def _take_repeated(rng, dtype):
+    x = rand(rng, (4, 5), dtype)
+    return [Sample((x, np.array([[1, 1], [4, 1]])), {"axis": 1}, name="[repeated]"),
+            Sample((x, np.array([7, -9, 7])), {"axis": 0, "mode": "clip"}, name="[clip dup]"),
+            Sample((x, np.array([7, -9, 7])), {"axis": 1, "mode": "fill", "fill_value": 2.0},
+                   name="[fill]")]
+
+
+def _put_duplicates(rng, dtype):
+    x = rand(rng, (3, 4), dtype)
+    return [Sample((x, np.array([0, 5, 0, -12]), rand(rng, (4,), dtype)), name="[duplicates]")]
+
+
+def _put_along_axis_duplicates(rng, dtype):
+    x = rand(rng, (3, 4), dtype)
+    return [Sample((x, np.array([[0, 0], [3, 1], [2, 2]]), rand(rng, (3, 2), dtype), 1),
+                   name="[duplicates]")]
+
+
 INT_ONLY = (np.int64,)
 
 register(
-    OpInfo("_getitem", _getitem_ref, ALL, getitem_samples, nin=2),
-    OpInfo("take", np.take, ALL, take_samples, nin=2),
-    OpInfo("take_along_axis", np.take_along_axis, ALL, take_along_axis_samples, nin=2),
-    OpInfo("put_along_axis", _put_along_axis_ref, ALL, put_along_axis_samples, nin=3),
-    OpInfo("put", _put_ref, ALL, put_samples, nin=3),
-    OpInfo("diagonal", np.diagonal, ALL, diagonal_samples),
-    OpInfo("trace", _trace_ref, NUMERIC + (np.bool_,), trace_samples),
+    OpInfo("_getitem", _getitem_ref, ALL, getitem_samples, nin=2,
+           grad_samples=_finite(getitem_samples, GETITEM_GRAD, (_getitem_repeated,))),
+    OpInfo("take", np.take, ALL, take_samples, nin=2,
+           grad_samples=_finite(take_samples, extra=(_take_repeated,))),
+    OpInfo("take_along_axis", np.take_along_axis, ALL, take_along_axis_samples, nin=2,
+           grad_samples=_finite(take_along_axis_samples)),
+    OpInfo("put_along_axis", _put_along_axis_ref, ALL, put_along_axis_samples, nin=3,
+           grad_samples=_finite(put_along_axis_samples, extra=(_put_along_axis_duplicates,))),
+    OpInfo("put", _put_ref, ALL, put_samples, nin=3,
+           grad_samples=_finite(put_samples, extra=(_put_duplicates,))),
+    OpInfo("diagonal", np.diagonal, ALL, diagonal_samples,
+           grad_samples=_finite(diagonal_samples)),
+    OpInfo("trace", _trace_ref, NUMERIC + (np.bool_,), trace_samples,
+           grad_samples=_finite(trace_samples)),
     OpInfo("nonzero", np.nonzero, ALL, nonzero_samples, eager_only=True, differentiable=False,
            vmap=False),
     OpInfo("nonzero", _nonzero_sized_ref, ALL, sized_samples, differentiable=False),
@@ -289,7 +353,8 @@ register(
     OpInfo("flatnonzero", np.flatnonzero, ALL, nonzero_samples, eager_only=True,
            differentiable=False, vmap=False),
     OpInfo("flatnonzero", _flatnonzero_sized_ref, ALL, sized_samples, differentiable=False),
-    OpInfo("compress", np.compress, ALL, compress_samples, nin=2),
+    OpInfo("compress", np.compress, ALL, compress_samples, nin=2,
+           grad_samples=_finite(compress_samples)),
     OpInfo("compress", _compress_sized_ref, ALL, compress_sized_samples, nin=2),
     OpInfo("extract", np.extract, ALL, extract_samples, nin=2, eager_only=True, vmap=False),
     OpInfo("select", np.select, ALL, select_samples, nin=3),

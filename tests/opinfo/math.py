@@ -95,7 +95,7 @@ BINARY = [
     ("arctan2", np.arctan2, (0.5, 2)), ("atan2", np.arctan2, (0.5, 2)),
     ("logaddexp", np.logaddexp, (-2, 2)), ("logaddexp2", np.logaddexp2, (-2, 2)),
     ("hypot", np.hypot, (0.5, 2)), ("copysign", np.copysign, (0.5, 2)),
-    ("nextafter", np.nextafter, None), ("heaviside", np.heaviside, None),
+    ("nextafter", np.nextafter, (0.5, 2)), ("heaviside", np.heaviside, None),
 ]
 register(*[
     OpInfo(name, fref(fn), REAL_INEXACT_IN, binary_edge_samples, nin=2, expected_dtype=float_out,

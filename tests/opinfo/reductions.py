@@ -349,21 +349,135 @@ def median_samples(rng, dtype):
             Sample((rand(rng, (0, 3), dt),), {"axis": 0}, name="[empty]")]
 
 
+# ---- grad_samples: smooth points (no ties at max / min / sort, q away from kinks) -------------
+
+def _distinct(rng, shape, dtype):
+    """Finite values without ties (distinct by construction, also for complex)."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    vals = (rng.permutation(n) - n / 2 + rng.uniform(0.1, 0.4, n)) * 0.7
+    if dt.kind == "c":
+        vals = vals + 1j * rng.uniform(-1, 1, n)
+    return vals.reshape(shape).astype(dt)
+
+
+def _smooth(rng, shape, dtype):
+    dt = np.dtype(dtype)
+    x = rng.uniform(0.5, 1.5, shape) * rng.choice([-1, 1], shape)
+    if dt.kind == "c":
+        x = x + 1j * rng.uniform(-1, 1, shape)
+    return x.astype(dt)
+
+
+def axes_grad_samples(rng, dtype, make=_smooth):
+    return [Sample((make(rng, (3, 4), dtype),), {"axis": 1}, name="[axis 1]"),
+            Sample((make(rng, (2, 3, 4), dtype),), {"axis": (0, 2)}, name="[axes 0,2]"),
+            Sample((make(rng, (2, 3, 4), dtype),), {"axis": -2, "keepdims": True},
+                   name="[keep]"),
+            Sample((make(rng, (5,), dtype),), {}, name="[all]")]
+
+
+def prod_grad_samples(rng, dtype):
+    one_zero = _smooth(rng, (3, 4), dtype)
+    one_zero[1, 2] = 0
+    two_zeros = _smooth(rng, (3, 4), dtype)
+    two_zeros[0, 1] = two_zeros[0, 3] = 0
+    return axes_grad_samples(rng, dtype)[:3] + [
+        Sample((one_zero,), {"axis": 1}, name="[one zero]"),
+        Sample((two_zeros,), {"axis": 1}, name="[two zeros]"),
+        Sample((two_zeros,), {"axis": None}, name="[two zeros all]")]
+
+
+def extremum_grad_samples(rng, dtype):
+    return axes_grad_samples(rng, dtype, _distinct)
+
+
+def cumprod_grad_samples(rng, dtype):
+    zeros = _smooth(rng, (3, 6), dtype)
+    zeros[0, 2] = 0
+    zeros[1, 1] = zeros[1, 4] = 0
+    return [Sample((_smooth(rng, (3, 5), dtype),), {"axis": 1}, name="[axis 1]"),
+            Sample((_smooth(rng, (9,), dtype),), {"axis": 0}, name="[9, 4 steps]"),
+            Sample((zeros,), {"axis": 1}, name="[zeros]"),
+            Sample((zeros,), {"axis": 0}, name="[zeros axis 0]")]
+
+
+def cumulative_grad_samples(rng, dtype, array_api=False):
+    out = [Sample((_smooth(rng, (3, 5), dtype),), {"axis": 1}, name="[axis 1]"),
+           Sample((_smooth(rng, (4, 3), dtype),), {"axis": 0}, name="[axis 0]")]
+    if array_api:
+        out.append(Sample((_smooth(rng, (3, 4), dtype),), {"axis": 1, "include_initial": True},
+                          name="[initial]"))
+    return out
+
+
+def cummax_grad_samples(rng, dtype):
+    return [Sample((_distinct(rng, (3, 6), dtype),), {"axis": 1}, name="[axis 1]"),
+            Sample((_distinct(rng, (5, 2), dtype),), {"axis": 0}, name="[axis 0]"),
+            Sample((_distinct(rng, (3, 6), dtype),), {"axis": 1, "reverse": True},
+                   name="[reverse]")]
+
+
+def var_grad_samples(rng, dtype):
+    return axes_grad_samples(rng, dtype)[:3] + [
+        Sample((_smooth(rng, (3, 4), dtype),), {"axis": 1, "ddof": 1}, name="[ddof]"),
+        Sample((_smooth(rng, (3, 1), dtype),), {"axis": 1}, name="[size 1: zero variance]")]
+
+
+def logsumexp_grad_samples(rng, dtype):
+    a = _smooth(rng, (3, 4), dtype)
+    b = np.abs(_smooth(rng, (3, 4), dtype))
+    out = axes_grad_samples(rng, dtype)[:3] + [Sample((a, 1, b), {}, name="[b]")]
+    if np.dtype(dtype).kind == "f":
+        out.append(Sample((a, -1, _smooth(rng, (3, 4), dtype)), {"return_sign": True},
+                          name="[b sign]"))
+    return out
+
+
+def quantile_grad_samples(rng, dtype, *, scale=1.0):
+    x = _distinct(rng, (3, 4, 5), dtype)
+    # q * (n - 1) stays away from integers (the kinks of linear interpolation in q)
+    qs = np.array([[0.1, 0.3], [0.55, 0.9]]) * scale
+    return [Sample((x, np.float64(0.3) * scale), {}, name="[all]"),
+            Sample((x, qs), {"axis": 1}, name="[q 2-d]"),
+            Sample((x, np.array([0.15, 0.8]) * scale), {"axis": (0, 2), "keepdims": True},
+                   name="[keep]"),
+            Sample((x, qs), {"axis": -1, "method": "midpoint"}, name="[midpoint]"),
+            Sample((x, qs), {"axis": -1, "method": "lower"}, name="[lower]")]
+
+
+def median_grad_samples(rng, dtype):
+    return [Sample((_distinct(rng, (3, 4), dtype),), {"axis": 1}, name="[even]"),
+            Sample((_distinct(rng, (3, 5), dtype),), {"axis": -1, "keepdims": True},
+                   name="[odd keep]"),
+            Sample((_distinct(rng, (2, 3, 4), dtype),), {"axis": (0, 2)}, name="[tuple]")]
+
+
 NOT_BOOL = NUMERIC + LOW
 REAL_NUM = INTS + FLOATS + LOW
 register(
     OpInfo("quantile", low32(np.quantile), REAL_NUM, quantile_samples,
-           expected_dtype=_float_result),
+           expected_dtype=_float_result,
+           grad_samples=quantile_grad_samples),
     OpInfo("percentile", low32(np.percentile), (np.float32, np.float64, np.int32),
-           lambda r, d: quantile_samples(r, d, scale=100.0), expected_dtype=_float_result),
-    OpInfo("median", low32(np.median), REAL_NUM, median_samples, expected_dtype=_float_result),
-    OpInfo("sum", low32(np.sum), ALL + LOW, sum_samples, hypothesis_shapes=True),
-    OpInfo("prod", low32(np.prod), ALL + LOW, sum_samples),
-    OpInfo("max", low32(np.max), ALL + LOW, extremum_samples),
-    OpInfo("min", low32(np.min), ALL + LOW, extremum_samples),
-    OpInfo("amax", low32(np.max), (np.float32, np.int8), extremum_samples),
-    OpInfo("amin", low32(np.min), (np.float32, np.int8), extremum_samples),
-    OpInfo("ptp", low32(np.ptp), NOT_BOOL, lambda r, d: reduction_samples(r, d, empty=False)),
+           lambda r, d: quantile_samples(r, d, scale=100.0), expected_dtype=_float_result,
+           grad_samples=lambda r, d: quantile_grad_samples(r, d, scale=100.0)),
+    OpInfo("median", low32(np.median), REAL_NUM, median_samples, expected_dtype=_float_result,
+           grad_samples=median_grad_samples),
+    OpInfo("sum", low32(np.sum), ALL + LOW, sum_samples, hypothesis_shapes=True,
+           grad_samples=axes_grad_samples),
+    OpInfo("prod", low32(np.prod), ALL + LOW, sum_samples,
+           grad_samples=prod_grad_samples),
+    OpInfo("max", low32(np.max), ALL + LOW, extremum_samples,
+           grad_samples=extremum_grad_samples),
+    OpInfo("min", low32(np.min), ALL + LOW, extremum_samples,
+           grad_samples=extremum_grad_samples),
+    OpInfo("amax", low32(np.max), (np.float32, np.int8), extremum_samples,
+           grad_samples=extremum_grad_samples),
+    OpInfo("amin", low32(np.min), (np.float32, np.int8), extremum_samples,
+           grad_samples=extremum_grad_samples),
+    OpInfo("ptp", low32(np.ptp), NOT_BOOL, lambda r, d: reduction_samples(r, d, empty=False),
+           grad_samples=extremum_grad_samples),
     OpInfo("argmax", low32(np.argmax), ALL + LOW, arg_samples, differentiable=False),
     OpInfo("argmin", low32(np.argmin), ALL + LOW, arg_samples, differentiable=False),
     OpInfo("all", low32(np.all), ALL + LOW, logical_samples, differentiable=False),
@@ -372,36 +486,51 @@ register(
            differentiable=False),
     OpInfo("mean", low32(np.mean), ALL + LOW, mean_samples, expected_dtype=_float_result),
     OpInfo("var", _ref_var(np.var), ALL + LOW, var_samples, expected_dtype=_real_float_result,
-           tols={"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5)}),
+           tols={"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5)},
+           grad_samples=var_grad_samples),
     OpInfo("std", _ref_var(np.std), ALL + LOW, var_samples, expected_dtype=_real_float_result,
-           tols={"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5)}),
+           tols={"float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5)},
+           grad_samples=var_grad_samples),
     OpInfo("nansum", low32(np.nansum), NUMERIC + LOW, nan_samples),
-    OpInfo("nanprod", low32(np.nanprod), NUMERIC + LOW, nan_samples),
+    OpInfo("nanprod", low32(np.nanprod), NUMERIC + LOW, nan_samples,
+           grad_samples=prod_grad_samples),
     OpInfo("nanmean", low32(np.nanmean), NUMERIC + LOW, nan_samples,
            expected_dtype=_float_result),
     OpInfo("nanvar", low32(np.nanvar), NUMERIC + LOW, nan_samples,
-           expected_dtype=_real_float_result, tols={"float32": (1e-4, 1e-5)}),
+           expected_dtype=_real_float_result, tols={"float32": (1e-4, 1e-5)},
+           grad_samples=var_grad_samples),
     OpInfo("nanstd", low32(np.nanstd), NUMERIC + LOW, nan_samples,
-           expected_dtype=_real_float_result, tols={"float32": (1e-4, 1e-5)}),
+           expected_dtype=_real_float_result, tols={"float32": (1e-4, 1e-5)},
+           grad_samples=var_grad_samples),
     OpInfo("nanmax", low32(np.nanmax), REAL + COMPLEX,
-           lambda r, d: nan_samples(r, d, empty=False)),
+           lambda r, d: nan_samples(r, d, empty=False),
+           grad_samples=extremum_grad_samples),
     OpInfo("nanmin", low32(np.nanmin), REAL + COMPLEX,
-           lambda r, d: nan_samples(r, d, empty=False)),
+           lambda r, d: nan_samples(r, d, empty=False),
+           grad_samples=extremum_grad_samples),
     OpInfo("logsumexp", low32(scipy.special.logsumexp), INTS + FLOATS + LOW + COMPLEX,
            logsumexp_samples, expected_dtype=lambda dt, s: (
                _real_float_result(dt, s) if s.kwargs.get("return_sign") else
                _float_result(dt, s)),
-           tols={"float32": (1e-5, 1e-5), "complex64": (1e-5, 1e-5)}),
+           tols={"float32": (1e-5, 1e-5), "complex64": (1e-5, 1e-5)},
+           grad_samples=logsumexp_grad_samples),
     OpInfo("average", low32(_ref_average), NUMERIC + LOW, average_samples,
            expected_dtype=_float_result),
     OpInfo("allclose", np.allclose, ALL, close_samples, differentiable=False),
     OpInfo("array_equal", np.array_equal, ALL, equal_samples, differentiable=False),
-    OpInfo("cumsum", low32(np.cumsum), ALL + LOW, cumulative_samples),
-    OpInfo("cumprod", low32(np.cumprod), ALL + LOW, cumulative_samples),
+    OpInfo("cumsum", low32(np.cumsum), ALL + LOW, cumulative_samples,
+           grad_samples=cumulative_grad_samples),
+    OpInfo("cumprod", low32(np.cumprod), ALL + LOW, cumulative_samples,
+           grad_samples=cumprod_grad_samples),
     OpInfo("cumulative_sum", low32(np.cumulative_sum), ALL + LOW,
-           lambda r, d: cumulative_samples(r, d, array_api=True)),
+           lambda r, d: cumulative_samples(r, d, array_api=True),
+           grad_samples=lambda r, d: cumulative_grad_samples(r, d, array_api=True)),
     OpInfo("cumulative_prod", low32(np.cumulative_prod), ALL + LOW,
-           lambda r, d: cumulative_samples(r, d, array_api=True)),
-    OpInfo("cummax", _ref_cumulative(np.maximum), ALL + LOW, cummax_samples),
-    OpInfo("cummin", _ref_cumulative(np.minimum), ALL + LOW, cummax_samples),
+           lambda r, d: cumulative_samples(r, d, array_api=True),
+           grad_samples=lambda r, d: (cumprod_grad_samples(r, d)[:3]
+                                      + cumulative_grad_samples(r, d, True)[2:])),
+    OpInfo("cummax", _ref_cumulative(np.maximum), ALL + LOW, cummax_samples,
+           grad_samples=cummax_grad_samples),
+    OpInfo("cummin", _ref_cumulative(np.minimum), ALL + LOW, cummax_samples,
+           grad_samples=cummax_grad_samples),
 )

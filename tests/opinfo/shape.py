@@ -223,7 +223,56 @@ def pad_samples(rng, dt):
         cases += [((4,), ((2, 7),), {"mode": mode}), ((2, 3), (((1, 0), (5, 4)),), {"mode": mode}),
                   ((1, 3), (((2, 3), (1, 1)),), {"mode": mode}), ((0, 3), (((0, 0), (2, 2)),),
                                                                   {"mode": mode})]
-    return one(rng, dt, cases)
+    return one(rng, dt, cases) + pad_mode_samples(rng, dt)
+
+
+def pad_mode_samples(rng, dt):
+    """linear_ramp, the statistic modes and reflect_type="odd" (pads longer than the axis keep
+    extrapolating, as NumPy's; corners read the array as padded along earlier axes)."""
+    kind = np.dtype(dt).kind
+    cases = []
+    for mode in ("reflect", "symmetric"):
+        cases += [((4,), ((2, 9),), {"mode": mode, "reflect_type": "odd"}),
+                  ((2, 3), (((3, 1), (4, 7)),), {"mode": mode, "reflect_type": "odd"}),
+                  ((1, 3), (((2, 1), (1, 0)),), {"mode": mode, "reflect_type": "odd"})]
+    if dt in LOW:
+        return one(rng, dt, cases)
+    cases += [((4,), ((2, 3),), {"mode": "linear_ramp"}),
+              ((2, 3), (((1, 2), (3, 0)),), {"mode": "linear_ramp", "end_values": ((1, 2), (3, 0))}),
+              ((3,), (4,), {"mode": "linear_ramp", "end_values": 5})]
+    out = []
+    for mode in ("maximum", "minimum", "mean", "median"):
+        if mode == "median" and kind == "c":
+            continue
+        stat = [((5,), ((2, 3),), {"mode": mode}),
+                ((3, 4), (((1, 2), (2, 1)),), {"mode": mode, "stat_length": ((1, 2), (3, 1))}),
+                ((2, 3), (1,), {"mode": mode, "stat_length": 2}),
+                ((0, 3), (((0, 0), (1, 1)),), {"mode": mode})]
+        if mode == "median" and kind not in "biufc":
+            # NumPy's median of ml_dtypes (bfloat16) does not sort NaN last: no NaN inputs
+            out += [Sample((np.asarray(rand(rng, sh, dt, special=False)), *ex), kw,
+                           name=f"[{sh} {ex} {kw}]") for sh, ex, kw in stat]
+        else:
+            cases += stat
+    return one(rng, dt, cases) + out
+
+
+def pad_grad_samples(rng, dt):
+    """Finite, tie-free inputs, one per mode family (check_grads uses the first few)."""
+    out = []
+    cases = [((2, 3), (((1, 2), (0, 3)),), {"constant_values": 2.0}),
+             ((2, 3), (((1, 0), (5, 4)),), {"mode": "reflect"}),
+             ((4,), ((2, 9),), {"mode": "symmetric", "reflect_type": "odd"}),
+             ((2, 3), (((1, 2), (3, 0)),), {"mode": "linear_ramp", "end_values": 1.5}),
+             ((3, 4), (((1, 2), (2, 1)),), {"mode": "mean", "stat_length": ((1, 2), (3, 1))}),
+             ((5,), ((2, 3),), {"mode": "maximum", "stat_length": 3}),
+             ((5,), ((2, 3),), {"mode": "median", "stat_length": (4, 3)})]
+    for shape, extra, kw in cases:
+        if kw.get("mode") == "median" and np.dtype(dt).kind == "c":
+            continue
+        x = rand(rng, shape, dt, special=False)
+        out.append(Sample((np.asarray(x), *extra), kw, name=f"[{shape} {extra} {kw}]"))
+    return out
 
 
 def copy_samples(rng, dt):
@@ -266,6 +315,6 @@ register(
     OpInfo("vsplit", np.vsplit, SOME, vsplit_samples),
     OpInfo("dsplit", np.dsplit, SOME, dsplit_samples),
     OpInfo("unstack", _unstack_ref, SOME, unstack_samples),
-    OpInfo("pad", np.pad, EVERY, pad_samples),
+    OpInfo("pad", np.pad, EVERY, pad_samples, grad_samples=pad_grad_samples),
     OpInfo("copy", np.copy, SOME, copy_samples),
 )

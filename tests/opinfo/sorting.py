@@ -118,6 +118,29 @@ def top_k_samples(rng, dtype):
             Sample((_ties(dt), 4), name="[ties]")]
 
 
+
+def _distinct(rng, shape, dtype):
+    """Finite values without ties (sort / top_k are not differentiable at ties)."""
+    dt = np.dtype(dtype)
+    n = int(np.prod(shape))
+    vals = (rng.permutation(n) - n / 2 + rng.uniform(0.1, 0.4, n)) * 0.7
+    if dt.kind == "c":
+        vals = vals + 1j * rng.uniform(-1, 1, n)
+    return vals.reshape(shape).astype(dt)
+
+
+def sort_grad_samples(rng, dtype):
+    return [Sample((_distinct(rng, (7,), dtype),), {"axis": 0}, name="[7]"),
+            Sample((_distinct(rng, (3, 4), dtype),), {"axis": 0, "descending": True},
+                   name="[axis 0 desc]"),
+            Sample((_distinct(rng, (2, 3, 2), dtype),), {"axis": None}, name="[flat]")]
+
+
+def top_k_grad_samples(rng, dtype):
+    return [Sample((_distinct(rng, (7,), dtype), 3), name="[7 k=3]"),
+            Sample((_distinct(rng, (3, 4), dtype), 4), name="[k=n]"),
+            Sample((_distinct(rng, (2, 1, 5), dtype), 2), name="[k=2]")]
+
 def unique_samples(rng, dtype):
     dt = np.dtype(dtype)
     out = [Sample((rand(rng, s, dt),), name=f"[{s}]") for s in [(), (0,), (7,), (3, 4)]]
@@ -174,11 +197,11 @@ def _ref_unique_all(x):
 
 TYPES = ALL + LOW
 register(
-    OpInfo("sort", ref_sort, TYPES, sort_samples),
+    OpInfo("sort", ref_sort, TYPES, sort_samples, grad_samples=sort_grad_samples),
     OpInfo("argsort", ref_argsort, TYPES, sort_samples, differentiable=False),
     OpInfo("searchsorted", ref_searchsorted, TYPES, searchsorted_samples, nin=2,
            differentiable=False),
-    OpInfo("top_k", ref_top_k, TYPES, top_k_samples),
+    OpInfo("top_k", ref_top_k, TYPES, top_k_samples, grad_samples=top_k_grad_samples),
     OpInfo("unique", _low32_unique(np.unique), TYPES, unique_np_samples, eager_only=True,
            differentiable=False, vmap=False),
     OpInfo("unique_values", _low32_unique(_ref_unique_values), TYPES, unique_samples,

@@ -1,8 +1,8 @@
 """``starling.numpy.linalg``: the Array API linear-algebra extension (2023.12) plus NumPy names.
 
 Decompositions and solvers are primitives declared in src/arrays/ops/linalg_basic.py (det,
-slogdet, inv, solve, cholesky, qr, svd, eigh); contractions come from src/arrays/ops/linear.py
-(dot_general). Everything here is a composition of those and of the public elementwise,
+slogdet, inv, solve, cholesky) and linalg_decomp.py (qr, svd, eigh); contractions come from
+src/arrays/ops/linear.py (dot_general). Everything here is a composition of those and of the public elementwise,
 reduction and shape ops, so it works under every transformation.
 
 Dtype policy: bool / integer inputs are promoted to float32 (the default float); float16 and
@@ -22,8 +22,9 @@ from ..convert import operand
 from ..ops import shape_lax
 from ..ops.linalg_basic import (  # noqa: F401
     EighResult, LinAlgError, QRResult, SlogdetResult, SVDResult, as_inexact, check_matrix,
-    cholesky, det, eigh, eigvalsh, inv, qr, slogdet, solve, svd, svdvals,
+    cholesky, det, inv, slogdet, solve,
 )
+from ..ops.linalg_decomp import eigh, eigvalsh, qr, svd, svdvals  # noqa: F401
 from ..ops.linear import _bind, _diagonal, cross, matmul, snp, tensordot, vecdot
 from ..ops.linear import outer as _flat_outer
 

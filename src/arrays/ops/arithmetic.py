@@ -116,7 +116,11 @@ Integer powers wrap on overflow. Integer bases with a negative integer exponent:
   -1 and 0 for every other base, base 0 included (NumPy would raise ValueError).
 
 ``0.0 ** negative`` is inf; a negative float base to a non-integer power is nan; complex
-powers use the principal branch. Alias: ``power``.""")
+powers use the principal branch. Alias: ``power``.
+
+Derivatives: ``d/dx1 = x2 * x1 ** (x2 - 1)``, defined as 0 where ``x1 == x2 == 0``;
+``d/dx2 = log(x1) * x1 ** x2``, defined as 0 where ``x1 == 0`` (the limit from ``x2 > 0``), so
+a zero base gives no NaN in first or higher derivatives (``grad(lambda x: x ** 2)(0.0) == 0``).""")
 pow.primitive = _power.primitive
 power = pow
 
@@ -143,7 +147,9 @@ def positive(x, /):
 abs = unary("abs", np.absolute, out="real", doc=unary_doc(  # noqa: A001
     "Elementwise absolute value ``|x|`` (the modulus for complex input).", "any", "real",
     notes="Integer overflow wraps: ``abs(int8(-128)) == -128`` (NumPy). bool is the identity. "
-          "Alias: ``absolute``.\n\n" + SUBGRADIENTS))
+          "Alias: ``absolute``. Derivative: ``sign(x)`` for real ``x``; ``Re(conj(x) dx) / |x|`` "
+          "for complex ``x`` (so ``grad(lambda z: abs(z) ** 2)(z) == 2 * conj(z)``).\n\n"
+          + SUBGRADIENTS))
 absolute = abs
 
 sign = unary("sign", np.sign, domain="numeric", doc=unary_doc(
@@ -263,3 +269,142 @@ bitwise_right_shift = binary("bitwise_right_shift", np.right_shift, domain="int_
                                             notes=_SHIFT_NOTE + " Alias: ``right_shift``."))
 left_shift = bitwise_left_shift
 right_shift = bitwise_right_shift
+
+# ---- transformation rules ----------------------------------------------------------------------
+# Every rule is written with the ops above (and a few public ones from other families, imported
+# lazily through rules.snp()), so rules are traceable: grad of grad, vmap of grad. Tangents of a
+# broadcast operand are broadcast to the output shape; transposes sum them back (unbroadcast).
+# Integer / bool values always have symbolic Zero tangents, so the float formulas below are only
+# ever evaluated on floating / complex operands. Batch rules: the family's broadcasting default.
+
+from .rules import (  # noqa: E402  (rules follow the declarations they belong to)
+    Zero, broadcast_to_shape, defjvp, defjvp_zero, is_undefined, snp, unbroadcast,
+)
+
+_add_p, _sub_p, _mul_p = add.primitive, subtract.primitive, multiply.primitive
+_div_p, _neg_p = divide.primitive, negative.primitive
+
+
+def _add_jvp(primals, tangents):
+    ans = _add_p.bind(*primals)
+    tx, ty = tangents
+    if type(tx) is Zero:
+        return ans, broadcast_to_shape(ty, ans.shape)
+    if type(ty) is Zero:
+        return ans, broadcast_to_shape(tx, ans.shape)
+    return ans, add(tx, ty)
+
+
+def _add_transpose(ct, x, y):
+    return [unbroadcast(ct, x.aval) if is_undefined(x) else None,
+            unbroadcast(ct, y.aval) if is_undefined(y) else None]
+
+
+def _sub_jvp(primals, tangents):
+    ans = _sub_p.bind(*primals)
+    tx, ty = tangents
+    if type(tx) is Zero:
+        return ans, broadcast_to_shape(negative(ty), ans.shape)
+    if type(ty) is Zero:
+        return ans, broadcast_to_shape(tx, ans.shape)
+    return ans, subtract(tx, ty)
+
+
+def _sub_transpose(ct, x, y):
+    neg = ct if type(ct) is Zero else negative(ct)
+    return [unbroadcast(ct, x.aval) if is_undefined(x) else None,
+            unbroadcast(neg, y.aval) if is_undefined(y) else None]
+
+
+def _mul_transpose(ct, x, y):
+    # Bilinear: exactly one operand is the linear (undefined) one.
+    if is_undefined(x) and is_undefined(y):
+        raise ValueError("multiply: transpose with both operands linear (a nonlinear use)")
+    if is_undefined(x):
+        return [unbroadcast(ct if type(ct) is Zero else multiply(ct, y), x.aval), None]
+    return [None, unbroadcast(ct if type(ct) is Zero else multiply(x, ct), y.aval)]
+
+
+def _div_transpose(ct, x, y):
+    # Linear in the numerator only.
+    if is_undefined(y):
+        raise ValueError("divide: transpose with respect to the denominator (a nonlinear use)")
+    return [unbroadcast(ct if type(ct) is Zero else divide(ct, y), x.aval), None]
+
+
+def _neg_transpose(ct, x):
+    return [ct if type(ct) is Zero else negative(ct)]
+
+
+def _neg_jvp(primals, tangents):
+    (t,) = tangents
+    return _neg_p.bind(*primals), negative(t)
+
+
+def _ones_jvp(g, ans, *primals):
+    return broadcast_to_shape(g, ans.shape)
+
+
+def _remainder_dy(g, ans, x, y):
+    # remainder = x - floor_divide(x, y) * y with a locally constant quotient.
+    return multiply(g, negative(floor_divide(x, y)))
+
+
+def _fmod_dy(g, ans, x, y):
+    # fmod = x - trunc(x / y) * y; trunc(x / y) = sign(x) sign(y) floor(|x| / |y|), all of
+    # which have zero derivative, so second derivatives are exact too.
+    q = multiply(multiply(sign(x), sign(y)), floor_divide(abs(x), abs(y)))
+    return multiply(g, negative(q))
+
+
+def _pow_dx(g, ans, x, y):
+    # y * x ** (y - 1), defined as 0 where x == y == 0 (0 * 0 ** -1 would be nan). The base is
+    # replaced by 1 there *before* the power ("double where"), so no inf/nan reaches
+    # higher derivatives either.
+    where = snp().where
+    both0 = logical_and(equal(x, 0), equal(y, 0))
+    xs = where(both0, 1, x)
+    return multiply(g, where(both0, 0, multiply(y, _power(xs, subtract(y, 1)))))
+
+
+def _pow_dy(g, ans, x, y):
+    # log(x) * x ** y, defined as 0 at x == 0 (the one-sided limit for y > 0; JAX's choice
+    # elsewhere). Base 0 is replaced by 1 before log and pow for the same reason as above.
+    where = snp().where
+    x0 = equal(x, 0)
+    xs = where(x0, 1, x)
+    return multiply(g, where(x0, 0, multiply(snp().log(xs), _power(xs, y))))
+
+
+def _abs_jvp_rule(g, ans, x):
+    if x.dtype.kind == "c":
+        # d|z| = Re(conj(z) dz) / |z|, and 0 at z == 0 (numerator is 0, denominator made 1).
+        s = snp()
+        den = s.where(equal(ans, 0), 1, ans)
+        return divide(s.real(multiply(s.conj(x), g)), den)
+    return multiply(g, sign(x))  # sign(0) == 0: the min-norm subgradient at the kink
+
+
+defjvp_zero_prims = [
+    floor_divide, sign, equal, not_equal, less, less_equal, greater, greater_equal,
+    _logical_and, _logical_or, _logical_xor, _logical_not, bitwise_and, bitwise_or,
+    bitwise_xor, bitwise_invert, bitwise_left_shift, bitwise_right_shift,
+]
+for _op in defjvp_zero_prims:
+    defjvp_zero(_op.primitive)
+del _op, defjvp_zero_prims
+
+_add_p.jvp, _add_p.transpose, _add_p.is_linear = _add_jvp, _add_transpose, True
+_sub_p.jvp, _sub_p.transpose, _sub_p.is_linear = _sub_jvp, _sub_transpose, True
+_neg_p.jvp, _neg_p.transpose, _neg_p.is_linear = _neg_jvp, _neg_transpose, True
+defjvp(_mul_p, lambda g, ans, x, y: multiply(g, y), lambda g, ans, x, y: multiply(x, g))
+_mul_p.transpose, _mul_p.is_linear = _mul_transpose, True
+defjvp(_div_p, lambda g, ans, x, y: divide(g, y),
+       lambda g, ans, x, y: multiply(g, negative(divide(ans, y))))
+_div_p.transpose, _div_p.is_linear = _div_transpose, True
+defjvp(remainder.primitive, _ones_jvp, _remainder_dy)
+defjvp(fmod.primitive, _ones_jvp, _fmod_dy)
+defjvp(_power.primitive, _pow_dx, _pow_dy)
+defjvp(abs.primitive, _abs_jvp_rule)
+defjvp(reciprocal.primitive, lambda g, ans, x: multiply(g, negative(square(ans))))
+defjvp(square.primitive, lambda g, ans, x: multiply(g, multiply(x, 2)))

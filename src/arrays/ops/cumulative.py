@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core import dtypes
+from ...core.ad_util import Zero, tangent_aval
 from ...core.primitive import Primitive
 from ...core.trace import EVAL_TRACE, current_trace
 from ..array import Array, wrap
 from ..convert import operand
 from .axes import normalize_axis
 from .convert_element_type import convert_element_type
+from .shape_lax import iota, pad as lax_pad
 from .reductions import _ACC32, _F32, _ns, const, no_out, sum_dtype
 
 __all__ = ["cumsum", "cumprod", "cumulative_sum", "cumulative_prod", "cummax", "cummin"]
@@ -62,6 +65,94 @@ cumprod_p = _declare("cumprod", np.multiply.accumulate, True)
 cummax_p = _declare("cummax", np.maximum.accumulate, False)
 cummin_p = _declare("cummin", np.minimum.accumulate, False)
 
+
+
+# ---- transformation rules ----------------------------------------------------------------------
+#
+# cumsum: linear; its transpose is the running sum in the other direction.
+# cumprod: the JVP is the scan of the product rule over pairs (p, dp) with the associative
+#   combine (p1, dp1) . (p2, dp2) = (p1 p2, dp1 p2 + p1 dp2), run as a Hillis-Steele scan in
+#   ceil(log2 n) shifted steps: no division by x, so zeros (one or several) are exact; O(n log n).
+# cummax / cummin: each output's tangent is the tangent of the entry that FIRST attained that
+#   running extremum in scan order (from the start, or from the end when reverse): later ties do
+#   not take it over. Once the run turns NaN, the tangent is that of the first NaN.
+# Batch rules: the batch axis stays put and ``axis`` is renumbered around it.
+
+def _shift(v, s, fill, axis, reverse):
+    """``v`` moved by ``s`` steps along ``axis`` in scan order, ``fill`` entering at the start."""
+    cfg = [(0, 0, 0)] * v.ndim
+    cfg[axis] = (-s, s, 0) if reverse else (s, -s, 0)
+    return lax_pad(v, const(fill, v.dtype), cfg)
+
+
+def _cumprod_jvp(primals, tangents, *, axis, reverse):
+    x, = primals
+    t, = tangents
+    ans = cumprod_p.bind(x, axis=axis, reverse=reverse)
+    if type(t) is Zero or not dtypes.is_inexact(x.dtype):
+        return ans, Zero(tangent_aval(ans.aval))
+    snp = _ns()
+    p, d, s, n = x, t, 1, x.shape[axis]
+    while s < n:
+        p_prev = _shift(p, s, 1, axis, reverse)
+        d = snp.add(snp.multiply(p_prev, d), snp.multiply(_shift(d, s, 0, axis, reverse), p))
+        p = snp.multiply(p_prev, p)
+        s *= 2
+    return ans, d
+
+
+def _cum_extremum_jvp(prim):
+    def rule(primals, tangents, *, axis, reverse):
+        x, = primals
+        t, = tangents
+        ans = prim.bind(x, axis=axis, reverse=reverse)
+        if type(t) is Zero or not dtypes.is_inexact(x.dtype):
+            return ans, Zero(tangent_aval(ans.aval))
+        n = x.shape[axis]
+        if n <= 1:
+            return ans, t
+        snp = _ns()
+        prev = _shift(ans, 1, 0, axis, reverse)
+        same = snp.logical_or(snp.equal(ans, prev),
+                              snp.logical_and(snp.isnan(ans), snp.isnan(prev)))
+        pos = iota(dtypes.int64, tuple(x.shape), axis)
+        start = snp.equal(pos, n - 1 if reverse else 0)
+        new = snp.logical_or(start, snp.logical_not(same))
+        # The position where the current run value first appeared: the last "new" position.
+        if reverse:
+            src = cummin_p.bind(snp.where(new, pos, n), axis=axis, reverse=True)
+        else:
+            src = cummax_p.bind(snp.where(new, pos, -1), axis=axis, reverse=False)
+        return ans, snp.take_along_axis(t, src, axis=axis)
+    prim.jvp = rule
+    return rule
+
+
+def _cumsum_transpose(ct, x, *, axis, reverse):
+    if type(ct) is Zero:
+        return [Zero(tangent_aval(x.aval))]
+    return [cumsum_p.bind(ct, axis=axis, reverse=not reverse)]
+
+
+def _scan_batch(prim):
+    def rule(args, dims, *, axis, reverse):
+        d = dims[0]
+        return prim.bind(args[0], axis=axis + (axis >= d), reverse=reverse), d
+    prim.batch = rule
+    return rule
+
+
+def _declare_rules():
+    from . import rules as R
+    R.deflinear(cumsum_p, _cumsum_transpose)
+    cumprod_p.jvp = _cumprod_jvp
+    _cum_extremum_jvp(cummax_p)
+    _cum_extremum_jvp(cummin_p)
+    for p in (cumsum_p, cumprod_p, cummax_p, cummin_p):
+        _scan_batch(p)
+
+
+_declare_rules()
 
 def _scan(prim, x, axis, reverse):
     if type(x) is Array and current_trace() is EVAL_TRACE:

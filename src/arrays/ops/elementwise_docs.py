@@ -33,20 +33,29 @@ PROMOTION = ("dtypes promote by JAX rules (Python scalars are weak: ``x_f32 + 1.
 
 SUBGRADIENTS = """\
 Subgradient convention (Starling-wide; JVP and VJP both follow it, since reverse mode is the
-transposed JVP):
+transposed JVP, and so do vmap and higher derivatives; the weights below are piecewise constant,
+so their own derivative is 0):
 
-* ``maximum`` / ``minimum``: where ``x1 == x2`` the derivative is split 0.5 / 0.5 between the
-  operands. Where the output is NaN, all of it goes to the operand that produced the NaN
-  (``maximum(nan, 1)``: all to the first); when both are NaN it is split evenly.
+* ``maximum`` / ``minimum``: the derivative goes to the operand that produced the output; where
+  ``x1 == x2`` (including +-inf ties and ``-0.0 == 0.0``) it is split 0.5 / 0.5. Where the output
+  is NaN, all of it goes to the NaN operand (``maximum(nan, 1)``: all to the first); when both
+  are NaN it is split evenly. So ``maximum(x, 0.0)`` has derivative 0.5 at ``x == 0``; use
+  ``clip`` / ``clamp_min`` with a Python scalar bound for a relu with derivative 0 there.
 * ``fmax`` / ``fmin``: ties split 0.5 / 0.5 as above; a NaN operand is ignored (its derivative
   is 0, the other operand's is 1); both NaN split evenly.
-* ``clip`` / ``clamp`` with static bounds (Python scalars or None): ``d/dx`` is 1 strictly
-  inside ``lo < x < hi``, 0 outside and 0 at ``x == lo`` or ``x == hi``.
-* ``clip`` / ``clamp`` with array bounds: the derivative goes to the operand that produced the
-  output; a two-way tie (``x == lo`` or ``x == hi``) splits 0.5 / 0.5 between ``x`` and the tied
-  bound; ``x == lo == hi`` gives ``x`` everything; ``lo == hi != x`` or ``lo > hi`` gives the
-  bound that produced the output everything.
-* ``abs`` at 0: 0.
+* ``clip`` / ``clamp`` (and ``clamp_min`` / ``clamp_max``) with static bounds (Python scalars
+  or None): ``d/dx`` is 1 strictly inside ``lo < x < hi``, 0 outside and 0 at ``x == lo`` or
+  ``x == hi`` (relu- and hardtanh-style kinks get 0); ``lo > hi`` gives 0 everywhere. A NaN
+  ``x`` produced the (NaN) output: ``d/dx`` is 1; a NaN static bound gives 0.
+* ``clip`` / ``clamp`` with array bounds (``clip(x, lo, hi) = minimum(maximum(x, lo), hi)``, each
+  bound an operand with its own derivative): for ``lo < hi`` the derivative goes to the operand
+  that produced the output, and a tie ``x == lo`` or ``x == hi`` splits it 0.5 / 0.5 between
+  ``x`` and that bound; ``x == lo == hi`` gives ``x`` everything; ``lo == hi != x`` and
+  ``lo > hi`` give ``hi`` (the bound that produced the output) everything. Where any operand is
+  NaN, the derivative is split evenly among the NaN operands (a NaN ``x`` alone gets all of
+  it). A broadcast bound receives the sum of its shares. With only one array bound, ``clip`` is
+  ``maximum`` / ``minimum`` and follows their rule.
+* ``abs`` at 0: 0 (also at ``-0.0`` and at complex 0), the minimum-norm subgradient.
 """
 
 

@@ -30,6 +30,7 @@ from ...core.trace import EVAL_TRACE, current_trace
 from ..array import Array, wrap
 from ..convert import operand
 from .convert_element_type import convert_element_type
+from .rules import batch_elementwise
 
 _LOW = frozenset(dtypes.LOW_PRECISION_FLOATS) | {dtypes.bfloat16}
 
@@ -170,6 +171,8 @@ class Elementwise:
         prim.abstract_eval = self._abstract_eval
         prim.weak_type = (lambda *w: False) if out == "bool" else (lambda *w: all(w))
         prim.meta.update(nin=nin, domain=domain, out=out, numpy_impl=impl)
+        # Every elementwise primitive batches by broadcasting; ops with params override this.
+        batch_elementwise(prim)
         self.primitive = prim
         self.wrapper = self._make_wrapper(doc)
 

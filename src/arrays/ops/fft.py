@@ -19,11 +19,16 @@ prime factors), which keeps single precision for complex64 / float32.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...core import dtypes
+from ...core.ad_util import Zero, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
+from ..array import wrap
+from .rules import deflinear, move_axis
 
 __all__ = []  # the user functions live in starling.numpy.fft
 
@@ -96,3 +101,48 @@ def fft(x, fft_type, fft_lengths):
     fft_lengths = tuple(int(n) for n in fft_lengths)
     _fft_out("fft", x.shape, x.dtype, fft_type, fft_lengths)
     return fft_p.bind(x, fft_type=fft_type, fft_lengths=fft_lengths)
+
+
+# ---- transformation rules ----------------------------------------------------------------------
+# Every transform is linear (the JVP applies it to the tangent) and acts on trailing axes (the
+# batch rule moves the batch axis to the front). Transposes are the plain (non-conjugating)
+# transposes of the real-linear maps, N = prod(fft_lengths), n = fft_lengths[-1]:
+#   FFT / IFFT: the DFT matrices are symmetric, so each is its own transpose.
+#   RFFT (real x -> half spectrum y = (F x)[:n//2+1]): ct_x = re(F^T [ct; 0]) = re(F [ct; 0]),
+#     computed as N * irfftn(w * conj(ct)) where w = 1 at bin 0 (and n/2 for even n) and 1/2 at
+#     the other bins: irfft doubles the bins it mirrors and ignores the imaginary part of
+#     bins 0 and n/2, so the weights undo exactly that.
+#   IRFFT (half spectrum x -> real y = re(B x), B_kj = c_j exp(2 pi i jk / n) / N with c = 1 at
+#     bins 0 (and n/2), 2 elsewhere): ct_x = B^T ct = (c / N) * conj(rfftn(ct)).
+
+def _bin_weights(n, like, mirrored):
+    """Per-bin weights along the last axis of a half spectrum of an ``n``-point transform:
+    ``mirrored`` for the bins irfft counts twice (1 <= j < n/2), 1 for bins 0 and n/2."""
+    w = np.full(n // 2 + 1, mirrored)
+    w[0] = 1.0
+    if n % 2 == 0:
+        w[-1] = 1.0
+    return wrap(w.astype(dtypes.real_dtype(like.dtype)), False)
+
+
+def _fft_transpose(ct, x, *, fft_type, fft_lengths):
+    if type(ct) is Zero:
+        return [Zero(tangent_aval(x.aval))]
+    if fft_type in ("FFT", "IFFT"):
+        return [fft_p.bind(ct, fft_type=fft_type, fft_lengths=fft_lengths)]
+    from .linear import snp
+    size, n = float(math.prod(fft_lengths)), fft_lengths[-1]
+    if fft_type == "RFFT":
+        z = snp.conj(ct) * _bin_weights(n, ct, 0.5)
+        return [fft_p.bind(z, fft_type="IRFFT", fft_lengths=fft_lengths) * size]
+    spec = fft_p.bind(ct, fft_type="RFFT", fft_lengths=fft_lengths)
+    return [snp.conj(spec) * (_bin_weights(n, spec, 2.0) * (1.0 / size))]
+
+
+def _fft_batch(args, dims, *, fft_type, fft_lengths):
+    (x,), (d,) = args, dims
+    return fft_p.bind(move_axis(x, d, 0), fft_type=fft_type, fft_lengths=fft_lengths), 0
+
+
+deflinear(fft_p, _fft_transpose)
+fft_p.batch = _fft_batch

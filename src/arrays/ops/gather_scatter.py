@@ -31,15 +31,39 @@ mode                   meaning
 =====================  ========================================================================
 
 An axis of size 0 has no valid index: gathers from it give ``fill_value`` (mode "fill") or 0.
+
+Transformation rules (indices are integers: they never carry a tangent):
+
+* gather is linear in ``x``: its JVP gathers the tangent (fill positions get 0, not the fill);
+  its transpose scatter-adds the cotangent into zeros with the adjoint mode (clamped indices
+  accumulate at the clamped position, filled / dropped ones contribute nothing).
+* scatter "set" / "add" are linear in ``(x, updates)`` jointly: JVP = the same scatter of the
+  tangents; the transpose of "add" sends ``ct`` to ``x`` and ``gather(ct)`` to the updates; the
+  transpose of "set" finds, for each element, which update was written last (by scattering update
+  ids) so only that update gets the cotangent and overwritten elements of ``x`` get none.
+  "multiply" uses the product rule with exact per-update "products of the other updates at the
+  same index" (see ``_other_products``); "min" / "max" send the tangent to the selected
+  contributor(s), ties (between ``x`` and updates, or among updates) sharing it equally.
+* batching adds the batch as one more leading index (an iota) when an index is batched, or moves
+  it behind the indexed axes otherwise: always ONE gather / scatter.
+* argwhere has a zero JVP (integer output); batched, it ranks the nonzero elements of each
+  example with a cumsum and scatters their flat positions (static ``size``).
+* choose is linear in the choices: the JVP chooses among the tangents, the transpose routes ``ct``
+  back to the chosen operand (summing broadcast dims).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...core import dtypes
+from ...core.ad_util import Zero, is_undefined, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ...core.trace import ConcretizationError
+from ..array import wrap
+from . import rules as R
+from . import shape_lax
+from .convert_element_type import convert_element_type
 from .elementwise_family import broadcast_shapes
 
 GATHER_MODES = ("clip", "wrap", "fill", "drop", "promise_in_bounds")
@@ -98,6 +122,52 @@ def _normalize_indices(idx, shape, mode):
     return out, valid
 
 
+# ---- helpers of the transformation rules -------------------------------------------------------
+
+def _const(value, shape, dt):
+    """A concrete constant array (a known value in every transformation)."""
+    return wrap(np.full(shape, value, dtype=dt), False)
+
+
+def _read_back(a, idx, mode, fill=0):
+    """Gathers ``a`` at the positions a scatter in ``mode`` writes: out-of-bounds indices that
+    the scatter drops read ``fill`` (so dropped updates get no cotangent)."""
+    if mode in ("clip", "wrap"):
+        return gather_p.bind(a, *idx, mode=mode, fill_value=None)
+    return gather_p.bind(a, *idx, mode="fill", fill_value=fill)
+
+
+def _adjoint_scatter_mode(gather_mode):
+    # Gathers with "promise_in_bounds" clamp, so clamping is their exact adjoint.
+    return {"fill": "drop", "drop": "drop", "wrap": "wrap"}.get(gather_mode, "clip")
+
+
+def _keep(mask, t):
+    """``t`` where ``mask`` holds, else 0 (``mask`` broadcasts against ``t``); linear in ``t``."""
+    return choose_p.bind(mask, _const(0, (), t.dtype), t, mode="clip")
+
+
+def _batch_index_shape(idx, dims):
+    """Per-example broadcast shape of the index arrays (their batch axes removed)."""
+    shapes = [tuple(i.shape) if d is None else tuple(i.shape[:d]) + tuple(i.shape[d + 1:])
+              for i, d in zip(idx, dims)]
+    return broadcast_shapes("gather", *shapes) if shapes else ()
+
+
+def _batched_indices(idx, dims, size, nb):
+    """Index arrays broadcasting to ``(size, *B)`` (``nb = len(B)``) with an iota over the batch
+    prepended: batched ones get their batch axis first and unit dims up to rank ``nb + 1``."""
+    out = [shape_lax.iota(dtypes.int64, (size,) + (1,) * nb, 0)]
+    for i, d in zip(idx, dims):
+        if d is not None:
+            i = R.move_axis(i, d, 0)
+            pad = nb + 1 - i.ndim
+            if pad:
+                i = shape_lax.reshape(i, (size,) + (1,) * pad + tuple(i.shape[1:]))
+        out.append(i)
+    return out
+
+
 # ---- gather ------------------------------------------------------------------------------------
 
 gather_p = Primitive("gather", family="indexing")
@@ -131,6 +201,49 @@ def _gather_impl(x, *idx, mode, fill_value):
 gather_p.abstract_eval = _gather_abstract_eval
 gather_p.impl = _gather_impl
 gather_p.weak_type = lambda x_weak, *idx_weak, **params: x_weak
+
+
+def _gather_jvp(primals, tangents, *, mode, fill_value):
+    x, *idx = primals
+    ans = gather_p.bind(x, *idx, mode=mode, fill_value=fill_value)
+    t = tangents[0]
+    if type(t) is Zero:
+        return ans, Zero(tangent_aval(ans.aval))
+    # Filled elements are constants: their tangent is 0 (not the fill value).
+    return ans, gather_p.bind(t, *idx, mode=mode,
+                              fill_value=0 if mode in ("fill", "drop") else None)
+
+
+def _gather_transpose(ct, x, *idx, mode, fill_value):
+    rest = [None] * len(idx)
+    if type(ct) is Zero:
+        return [None] + rest
+    zeros = _const(0, x.aval.shape, ct.dtype)
+    return [scatter_p.bind(zeros, ct, *idx, op="add", mode=_adjoint_scatter_mode(mode),
+                           unique_indices=False)] + rest
+
+
+def _gather_batch(args, dims, *, mode, fill_value):
+    x, *idx = args
+    dx, *didx = dims
+    params = dict(mode=mode, fill_value=fill_value)
+    nb = len(_batch_index_shape(idx, didx))
+    if all(d is None for d in didx):
+        # Only x is batched: put its batch axis right behind the indexed ones; it becomes a
+        # window axis of the gather, landing right after the index batch dims.
+        return gather_p.bind(R.move_axis(x, dx, len(idx)), *idx, **params), nb
+    size = R.batch_size(args, dims)
+    full = _batched_indices(idx, didx, size, nb)
+    if dx is None:
+        return gather_p.bind(x, *full[1:], **params), 0
+    # Both batched: the batch becomes one more (leading, always in-bounds) indexed axis.
+    return gather_p.bind(R.move_axis(x, dx, 0), *full, **params), 0
+
+
+gather_p.jvp = _gather_jvp
+gather_p.transpose = _gather_transpose
+gather_p.batch = _gather_batch
+gather_p.is_linear = True
 
 
 def gather(x, *indices, mode="clip", fill_value=None):
@@ -215,6 +328,172 @@ scatter_p.impl = _scatter_impl
 scatter_p.weak_type = lambda x_weak, *rest, **params: x_weak
 
 
+def _scatter_add_into_zeros(shape, v, idx, mode, unique_indices):
+    return scatter_p.bind(_const(0, shape, v.dtype), v, *idx, op="add", mode=mode,
+                          unique_indices=unique_indices)
+
+
+def _scatter_jvp_linear(ans, x, u, idx, tx, tu, op, mode, unique_indices):
+    # "set" and "add" are linear in (x, updates) jointly: the same scatter of the tangents (the
+    # same indices, so "last update wins" picks the same update as in the primal).
+    if op == "add" and type(tu) is Zero:
+        return tx
+    return scatter_p.bind(R.instantiate(tx), R.instantiate(tu), *idx, op=op, mode=mode,
+                          unique_indices=unique_indices)
+
+
+def _other_products(u, prod, idx, shape, mode, unique_indices):
+    """For each update ``u_k`` (written to element ``p_k``): the product ``E_k`` of the OTHER
+    updates written to ``p_k`` (1 when ``p_k`` is not duplicated); ``prod`` is the product of
+    all updates per element.
+
+    No logs and no division by zero: ``E_k = prod / u_k`` for a nonzero ``u_k``; for a zero
+    ``u_k`` it is ``Q`` (the product of the nonzero updates at ``p_k``) when ``u_k`` is the
+    only zero there, else 0 -- written as ``Q * (S0 - u_k)`` when there are two zeros (``S0``
+    = sum of the zero updates at ``p_k``; value 0) so that the derivative of ``E_k`` is exact
+    too, which makes second derivatives exact for any number of zero updates. (``prod / u_k``
+    can overflow where the product of the other updates would not: the price of needing no
+    sort of the indices.)
+    """
+    snp = R.snp()
+    params = dict(mode=mode, unique_indices=unique_indices)
+    zero = snp.equal(u, 0)
+    safe = snp.where(zero, 1, u)
+    zeros_at = scatter_p.bind(_const(0, shape, dtypes.int32),
+                              convert_element_type(zero, dtypes.int32, False), *idx, op="add",
+                              **params)
+    nonzero_prod = scatter_p.bind(_const(1, shape, u.dtype), safe, *idx, op="multiply",
+                                  **params)
+    zero_sum = _scatter_add_into_zeros(shape, _keep(zero, u), idx, mode, unique_indices)
+    z = _read_back(zeros_at, idx, mode)
+    second = snp.where(snp.equal(z, 2), snp.subtract(_read_back(zero_sum, idx, mode), u), 0)
+    when_zero = snp.multiply(_read_back(nonzero_prod, idx, mode),
+                             snp.where(snp.equal(z, 1), 1, second))
+    return snp.where(zero, when_zero, snp.divide(_read_back(prod, idx, mode), safe))
+
+
+def _scatter_jvp_multiply(ans, x, u, idx, tx, tu, op, mode, unique_indices):
+    # out[p] = x[p] * prod_k u_k  =>  dout[p] = dx[p] * prod_k u_k + x[p] * sum_k du_k * (product
+    # of the updates at p other than u_k): correct with duplicates and zeros (no division by x
+    # or by a zero update).
+    snp = R.snp()
+    shape = tuple(x.shape)
+    params = dict(mode=mode, unique_indices=unique_indices)
+    out = Zero(tangent_aval(ans.aval))
+    prod = scatter_p.bind(_const(1, shape, u.dtype), u, *idx, op="multiply", **params)
+    if type(tx) is not Zero:
+        out = snp.multiply(tx, prod)
+    if type(tu) is not Zero:
+        coeff = _read_back(x, idx, mode)
+        if not unique_indices:
+            coeff = snp.multiply(coeff, _other_products(u, prod, idx, shape, mode,
+                                                        unique_indices))
+        du = _scatter_add_into_zeros(shape, snp.multiply(coeff, tu), idx, mode, unique_indices)
+        out = R.add_tangents(out, du)
+    return out
+
+
+def _same(a, b):
+    snp = R.snp()
+    return snp.logical_or(snp.equal(a, b), snp.logical_and(snp.isnan(a), snp.isnan(b)))
+
+
+def _scatter_jvp_extremum(ans, x, u, idx, tx, tu, op, mode, unique_indices):
+    # The tangent of each output element is the mean of the tangents of the contributors that
+    # equal it (x[p] and/or updates): ties share it equally, as in reduce_max / reduce_min.
+    snp = R.snp()
+    shape, dt = tuple(x.shape), x.dtype
+    from_x = _same(x, ans)
+    from_u = _same(u, _read_back(ans, idx, mode))
+    count = snp.add(convert_element_type(from_x, dt, False),
+                    _scatter_add_into_zeros(shape, convert_element_type(from_u, dt, False),
+                                            idx, mode, unique_indices))
+    out = Zero(tangent_aval(ans.aval))
+    if type(tx) is not Zero:
+        out = _keep(from_x, tx)
+    if type(tu) is not Zero:
+        out = R.add_tangents(out, _scatter_add_into_zeros(shape, _keep(from_u, tu), idx, mode,
+                                                          unique_indices))
+    return snp.multiply(out, snp.reciprocal(count))
+
+
+_SCATTER_JVPS = {"set": _scatter_jvp_linear, "add": _scatter_jvp_linear,
+                 "multiply": _scatter_jvp_multiply, "min": _scatter_jvp_extremum,
+                 "max": _scatter_jvp_extremum}
+
+
+def _scatter_jvp(primals, tangents, *, op, mode, unique_indices):
+    x, u, *idx = primals
+    tx, tu = tangents[:2]
+    ans = scatter_p.bind(x, u, *idx, op=op, mode=mode, unique_indices=unique_indices)
+    if type(tx) is Zero and type(tu) is Zero:
+        return ans, Zero(tangent_aval(ans.aval))
+    t = _SCATTER_JVPS[op](ans, x, u, idx, tx, tu, op, mode, unique_indices)
+    return ans, R.to_tangent_dtype(t, ans.aval)
+
+
+def _last_writer(x_aval, u_aval, idx, mode, unique_indices):
+    """(mask over x's indexed positions: no update lands there, mask over the updates: this
+    update is the one a "set" scatter keeps), both shaped to broadcast against x / updates."""
+    k = len(idx)
+    lead, rest = tuple(x_aval.shape[:k]), tuple(x_aval.shape[k:])
+    batch = tuple(u_aval.shape[:len(u_aval.shape) - len(rest)])
+    n = 1
+    for d in batch:
+        n *= d
+    ids = shape_lax.reshape(shape_lax.iota(dtypes.int64, (n,), 0), batch)
+    owner = scatter_p.bind(_const(-1, lead, dtypes.int64), ids, *idx, op="set", mode=mode,
+                           unique_indices=unique_indices)
+    snp = R.snp()
+    untouched = snp.less(owner, 0)
+    kept = snp.equal(_read_back(owner, idx, mode, fill=-1), ids)
+    ones = (1,) * len(rest)
+    return (shape_lax.reshape(untouched, lead + ones), shape_lax.reshape(kept, batch + ones))
+
+
+def _scatter_transpose(ct, x, u, *idx, op, mode, unique_indices):
+    if op not in ("set", "add"):
+        raise NotImplementedError(f"scatter: op {op!r} is not linear, so it has no transpose "
+                                  "(its JVP rule emits only 'add' / 'set' scatters)")
+    rest = [None] * len(idx)
+    if type(ct) is Zero:
+        return [None, None] + rest
+    if op == "add":
+        ct_x = ct if is_undefined(x) else None
+        ct_u = _read_back(ct, idx, mode) if is_undefined(u) else None
+        return [ct_x, ct_u] + rest
+    untouched, kept = _last_writer(x.aval, u.aval, idx, mode, unique_indices)
+    ct_x = _keep(untouched, ct) if is_undefined(x) else None
+    ct_u = _keep(kept, _read_back(ct, idx, mode)) if is_undefined(u) else None
+    return [ct_x, ct_u] + rest
+
+
+def _scatter_batch(args, dims, *, op, mode, unique_indices):
+    x, u, *idx = args
+    dx, du, *didx = dims
+    params = dict(op=op, mode=mode, unique_indices=unique_indices)
+    size = R.batch_size(args, dims)
+    nb = len(_batch_index_shape(idx, didx))
+    if all(d is None for d in didx):
+        # Indices shared by all examples: the batch is a window axis right behind the indexed
+        # axes of x (and behind the index batch dims of the updates).
+        x = R.move_axis(R.bdim_to_front(x, dx, size), 0, len(idx))
+        u = R.move_axis(R.bdim_to_front(u, du, size), 0, nb)
+        return scatter_p.bind(x, u, *idx, **params), len(idx)
+    # Per-example indices: the batch becomes one more leading index (an iota), so examples
+    # never collide and each keeps its own duplicate order.
+    full = _batched_indices(idx, didx, size, nb)
+    x = R.bdim_to_front(x, dx, size)
+    u = R.bdim_to_front(u, du, size)
+    return scatter_p.bind(x, u, *full, **params), 0
+
+
+scatter_p.jvp = _scatter_jvp
+scatter_p.transpose = _scatter_transpose
+scatter_p.batch = _scatter_batch
+scatter_p.is_linear = True
+
+
 def scatter(x, updates, *indices, op="set", mode="drop", unique_indices=False):
     """Returns ``x`` with ``x[indices...] <op>= updates`` applied functionally (module docstring).
 
@@ -259,6 +538,42 @@ argwhere_p.abstract_eval = _argwhere_abstract_eval
 argwhere_p.impl = _argwhere_impl
 
 
+def _argwhere_batch(args, dims, *, size, fill_value):
+    # Per example: the nonzero elements are ranked in C order by a cumsum, and each one with
+    # rank < size scatters its flat position to slot rank (the others go out of bounds and are
+    # dropped); flat positions then become coordinates. One scatter for the whole batch.
+    snp = R.snp()
+    x = R.move_axis(args[0], dims[0], 0)
+    n, shape = x.shape[0], tuple(x.shape[1:])
+    total = 1
+    for d in shape:
+        total *= d
+    if total == 0 or size == 0 or not shape:
+        if not shape:  # 0-d examples: one row (with no columns) per nonzero example
+            return _const(0, (n, size, 0), dtypes.int64), 0
+        return _const(fill_value, (n, size, len(shape)), dtypes.int64), 0
+    nz = x if dtypes.is_bool(x.dtype) else snp.not_equal(x, 0)
+    nz = shape_lax.reshape(nz, (n, total))
+    rank = snp.cumsum(convert_element_type(nz, dtypes.int64, False), axis=1)
+    slot = snp.where(nz, snp.subtract(rank, 1), size)
+    flat = shape_lax.iota(dtypes.int64, (n, total), 1)
+    rows = shape_lax.iota(dtypes.int64, (n, 1), 0)
+    pos = scatter_p.bind(_const(-1, (n, size), dtypes.int64), flat, rows, slot, op="set",
+                         mode="drop", unique_indices=True)
+    missing = snp.less(pos, 0)
+    coords, stride = [], total
+    for d in shape:
+        stride //= d
+        c = snp.remainder(snp.floor_divide(pos, stride), d)
+        coords.append(shape_lax.reshape(snp.where(missing, fill_value, c), (n, size, 1)))
+    out = coords[0] if len(coords) == 1 else shape_lax.concatenate(coords, 2)
+    return convert_element_type(out, dtypes.int64, False), 0
+
+
+R.defjvp_zero(argwhere_p)
+argwhere_p.batch = _argwhere_batch
+
+
 # ---- choose ------------------------------------------------------------------------------------
 
 choose_p = Primitive("choose", family="indexing")
@@ -294,3 +609,32 @@ def _choose_impl(which, *choices, mode):
 choose_p.abstract_eval = _choose_abstract_eval
 choose_p.impl = _choose_impl
 choose_p.weak_type = lambda which_weak, *weak, **params: all(weak)
+
+
+def _choose_jvp(primals, tangents, *, mode):
+    which, *choices = primals
+    ans = choose_p.bind(which, *choices, mode=mode)
+    if all(type(t) is Zero for t in tangents[1:]):
+        return ans, Zero(tangent_aval(ans.aval))
+    return ans, choose_p.bind(which, *[R.instantiate(t) for t in tangents[1:]], mode=mode)
+
+
+def _choose_transpose(ct, which, *choices, mode):
+    n = len(choices)
+    out = [None] * (n + 1)
+    if type(ct) is Zero:
+        return out
+    # The chosen operand per element, normalised by the primitive itself (clip / wrap, bool).
+    picked = choose_p.bind(which, *[_const(i, (), dtypes.int32) for i in range(n)], mode=mode)
+    snp = R.snp()
+    for i, c in enumerate(choices):
+        if is_undefined(c):
+            part = ct if n == 1 else _keep(snp.equal(picked, i), ct)
+            out[i + 1] = R.unbroadcast(part, c.aval)
+    return out
+
+
+choose_p.jvp = _choose_jvp
+choose_p.transpose = _choose_transpose
+R.batch_elementwise(choose_p)
+choose_p.is_linear = True

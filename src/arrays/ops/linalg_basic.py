@@ -1,8 +1,12 @@
-"""Dense linear-algebra primitives: det, slogdet, inv, solve, cholesky, qr, svd, eigh.
+"""Dense linear-algebra primitives: det, slogdet, inv, solve, cholesky (here) and qr, svd, eigh
+(linalg_decomp.py), each with its JVP, batch and (solve) transpose rules.
 
 Each acts on stacks of matrices ``(*batch, m, n)`` (batch dims first, as NumPy's gufuncs) and is
-implemented with NumPy's LAPACK bindings (the numpy_ref oracle). Forward only for now: the
-differentiation and batching rules live with the solvers in src/linalg (a later issue).
+implemented with NumPy's LAPACK bindings (the numpy_ref oracle). Batch rules move the batch axis
+to the front (the primitives take leading batch dims already). JVP rules use, on tangents, only
+linear ops with primal coefficients (matmul, ``solve`` with a primal matrix, transposes, conj /
+real, constant masks, sums), so reverse mode transposes them; ``solve`` is linear in its
+right-hand side and has a transpose rule for it.
 
 Dtype policy (documented choice):
     * float32 / float64 / complex64 / complex128 are computed in their own precision.
@@ -24,10 +28,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...core import dtypes
+from ...core.ad_util import Zero, is_undefined, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
-from ..array import Array
+from ..array import Array, wrap
+from . import shape_lax
+from .convert_element_type import convert_element_type
 from .elementwise_family import promote_operands
+from .rules import batch_size, bdim_to_front, move_axis
 
 __all__ = []  # the user functions live in starling.numpy.linalg
 
@@ -127,6 +135,115 @@ def _failure(op, what, shape):
     return f"{op}: LAPACK failed on input of shape {shape}: {what}"
 
 
+# ---- helpers for the transformation rules ------------------------------------------------------
+# Shared with linalg_decomp.py. Masks and identities are constants in the REAL dtype of the value
+# they multiply, so that they never promote a tangent (complex64 * float32 stays complex64).
+
+def _snp():
+    from .linear import snp  # the namespace imports this module: look it up lazily
+    return snp
+
+
+def mT(x):  # noqa: N802  (matrix transpose of the last two dims, no conjugation)
+    nd = x.ndim
+    return shape_lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def conj(x):
+    return _snp().conj(x) if dtypes.is_complex(x.dtype) else x
+
+
+def mH(x):  # noqa: N802  (conjugate transpose)
+    return conj(mT(x))
+
+
+def mm(a, b):
+    return _snp().matmul(a, b)
+
+
+def real(x):
+    return _snp().real(x) if dtypes.is_complex(x.dtype) else x
+
+
+def const(values, like):
+    """``values`` as a constant array in the real dtype of ``like``."""
+    return wrap(np.asarray(values, dtype=dtypes.real_dtype(like.dtype)), False)
+
+
+def tri(m, n, k, like, upper=False):
+    """Constant 0/1 mask of the lower (``upper``: upper) triangle from diagonal ``k`` on."""
+    ones = np.ones((m, n))
+    return const(np.triu(ones, k) if upper else np.tril(ones, k), like)
+
+
+def row(v):
+    """``v[..., None, :]``."""
+    return shape_lax.reshape(v, tuple(v.shape[:-1]) + (1, v.shape[-1]))
+
+
+def col(v):
+    """``v[..., :, None]``."""
+    return shape_lax.reshape(v, tuple(v.shape) + (1,))
+
+
+def diag_part(x):
+    from .linear import _diagonal
+    return _diagonal(x, x.ndim - 2, x.ndim - 1)
+
+
+def diag_embed(v):
+    """``(*b, n) -> (*b, n, n)`` with ``v`` on the diagonal (linear in ``v``)."""
+    return row(v) * const(np.eye(v.shape[-1]), v)
+
+
+def real_diag(x, scale=1.0):
+    """``scale * diag(real(diag(x)))`` in the dtype of ``x`` (linear in ``x``)."""
+    d = real(x) * const(scale * np.eye(x.shape[-1]), x)
+    return d if d.dtype == x.dtype else convert_element_type(d, x.dtype, False)
+
+
+def imag_diag_part(d):
+    """``i * imag(d)`` for a complex vector ``d`` (linear: ``(d - conj(d)) / 2``)."""
+    return (d - _snp().conj(d)) * 0.5
+
+
+def hermitian_part(t, lower=True):
+    """The Hermitian matrix that a routine reading only the lower (``upper``) triangle sees
+    when handed ``t``: the strict triangle, its conjugate mirror, and the real part of the
+    diagonal (LAPACK ignores the imaginary part of a Hermitian diagonal)."""
+    n = t.shape[-1]
+    strict = t * tri(n, n, -1 if lower else 1, t, upper=not lower)
+    return strict + mH(strict) + real_diag(t)
+
+
+def offdiag_reciprocal(d):
+    """``1 / d`` off the diagonal, 0 on it (``d``: ``(*b, n, n)``)."""
+    snp = _snp()
+    eye = wrap(np.eye(d.shape[-1], dtype=bool), False)
+    return snp.where(eye, 0.0, 1.0 / snp.where(eye, 1.0, d))
+
+
+def eye_of(n, like):
+    return wrap(np.eye(n, dtype=like.dtype), False)
+
+
+def zeros_for(prim, outs):
+    if prim.multiple_results:
+        return [Zero(tangent_aval(o.aval)) for o in outs]
+    return Zero(tangent_aval(outs.aval))
+
+
+def batch_to_front(prim):
+    """Batch rule for primitives that take leading batch dims: the batch axis goes first (an
+    unbatched operand is broadcast) and one call does the whole batch."""
+    def rule(args, dims, **params):
+        size = batch_size(args, dims)
+        out = prim.bind(*[bdim_to_front(a, d, size) for a, d in zip(args, dims)], **params)
+        return out, ([0] * len(out) if prim.multiple_results else 0)
+    prim.batch = rule
+    return rule
+
+
 # ---- det / slogdet -----------------------------------------------------------------------------
 
 det_p = Primitive("det", family="linalg")
@@ -197,6 +314,98 @@ def slogdet(x, /):
     check_matrix("slogdet", x.shape, square=True)
     sign, logabs = slogdet_p.bind(x)
     return SlogdetResult(sign, logabs)
+
+
+# ---- det / slogdet rules -----------------------------------------------------------------------
+# Jacobi's formula: d det(A) = trace(adj(A) dA) (Giles 2008, "An extended collection of matrix
+# derivative results for forward and reverse mode algorithmic differentiation", sec. 2.2.4);
+# d log|det A| = re trace(A^{-1} dA) and, for complex A, d sign = sign * i im trace(A^{-1} dA).
+
+def _det_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    d = det_p.bind(x)
+    if type(t) is Zero or x.shape[-1] == 0:
+        return d, Zero(tangent_aval(d.aval))
+    return d, _snp().sum(mT(adjugate(x, d)) * t, axis=(-2, -1))
+
+
+def adjugate(x, d):
+    """The adjugate ``adj(x)`` (``= det(x) inv(x)`` when invertible) for every square ``x``:
+    the transposed cofactor matrix for rank ``n-1``, zero for lower rank.
+
+    Well-conditioned matrices use ``det * inv`` (LU). Singular or ill-conditioned ones (``det``
+    exactly 0, or ``n * max|x| * max|inv(x)| > 1/sqrt(eps)``) use the SVD ``x = U diag(s) V^H``:
+    ``adj(x) = det(U) det(V^H) V diag(c) U^H`` with ``c_i = prod_{j != i} s_j``, which needs no
+    division. Traced code cannot branch on values, so both are computed and ``where`` selects;
+    each branch sees a harmless stand-in where it is not selected (the identity for the
+    inverse, ``diag(n, ..., 1)`` with distinct singular values for the SVD), so neither makes
+    inf/NaN derivatives that reverse mode would multiply by zero.
+
+    Second derivatives: exact through ``inv`` in the regular case; through the SVD rule in the
+    singular case, so they need distinct singular values (and, for complex input, nonzero ones:
+    a limitation shared with the SVD's gauge term).
+    """
+    from .autodiff import stop_gradient
+    from .linalg_decomp import svd_p
+    snp = _snp()
+    n = x.shape[-1]
+    singular = col(col(d == 0))
+    inv0 = inv_p.bind(snp.where(singular, eye_of(n, x), x))
+    eps = float(dtypes.finfo(dtypes.real_dtype(x.dtype)).eps)
+    big = snp.max(snp.abs(stop_gradient(x)), axis=(-2, -1), keepdims=True)
+    kappa = big * snp.max(snp.abs(stop_gradient(inv0)), axis=(-2, -1), keepdims=True) * n
+    use_svd = snp.logical_or(singular, kappa > float(1.0 / np.sqrt(eps)))
+    regular = col(col(d)) * inv0
+    stand_in = wrap(np.diag(np.arange(n, 0, -1)).astype(x.dtype), False)
+    u, s, vh = svd_p.bind(snp.where(use_svd, x, stand_in), full_matrices=False, compute_uv=True)
+    phase = slogdet_p.bind(u)[0] * slogdet_p.bind(vh)[0]
+    adj = col(col(phase)) * mm(mH(vh) * row(products_of_others(s)), mH(u))
+    return snp.where(use_svd, adj, regular)
+
+
+def products_of_others(s):
+    """``c_i = prod_{j != i} s_j`` along the last axis without division (exact when some
+    ``s_j`` are 0): exclusive prefix times exclusive suffix products, each a log-depth
+    doubling scan of multiplies (whose derivative is the product rule, also exact at 0)."""
+    ax = s.ndim - 1
+    return _exclusive_cumprod(s) * shape_lax.rev(_exclusive_cumprod(shape_lax.rev(s, (ax,))),
+                                                 (ax,))
+
+
+def _exclusive_cumprod(s):
+    n, ax = s.shape[-1], s.ndim - 1
+
+    def shift(x, k):  # x shifted right by k along the last axis, filled with ones
+        ones = wrap(np.ones(tuple(x.shape[:-1]) + (k,), x.dtype), False)
+        return shape_lax.concatenate([ones, shape_lax.slice_in_dim(x, 0, n - k, 1, ax)], ax)
+
+    x = shift(s, 1)
+    k = 1
+    while k < n:
+        x = x * shift(x, k)
+        k *= 2
+    return x
+
+
+def _slogdet_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    sign, logabs = slogdet_p.bind(x)
+    if type(t) is Zero or x.shape[-1] == 0:
+        return [sign, logabs], zeros_for(slogdet_p, [sign, logabs])
+    snp = _snp()
+    # A singular matrix (sign 0, logabsdet -inf) has no derivative: NaN, without an error.
+    singular = col(col(sign == 0))
+    inv0 = inv_p.bind(snp.where(singular, eye_of(x.shape[-1], x), x))
+    tr = snp.sum(snp.where(singular, np.nan, mT(inv0)) * t, axis=(-2, -1))  # trace(x^-1 t)
+    if not dtypes.is_complex(x.dtype):
+        return [sign, logabs], [Zero(tangent_aval(sign.aval)), tr]
+    return [sign, logabs], [sign * imag_diag_part(tr), snp.real(tr)]
+
+
+det_p.jvp = _det_jvp
+slogdet_p.jvp = _slogdet_jvp
+batch_to_front(det_p)
+batch_to_front(slogdet_p)
 
 
 # ---- inv / solve -------------------------------------------------------------------------------
@@ -285,6 +494,57 @@ def solve(x1, x2, /):
     return solve_p.bind(a, b)
 
 
+# ---- inv / solve rules -------------------------------------------------------------------------
+# d inv(A) = -inv(A) dA inv(A); x = A^{-1} b: dx = A^{-1} (db - dA x) (Giles 2008, sec. 2.2).
+# solve is linear in b; its transpose is solve(A^T, ct) (the plain, non-conjugating transpose).
+
+def _inv_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    y = inv_p.bind(x)
+    if type(t) is Zero:
+        return y, Zero(tangent_aval(y.aval))
+    return y, -mm(mm(y, t), y)
+
+
+def _solve_jvp(primals, tangents):
+    (a, b), (ta, tb) = primals, tangents
+    x = solve_p.bind(a, b)
+    rhs = tb
+    if type(ta) is not Zero:
+        rhs = -mm(ta, x) if type(tb) is Zero else tb - mm(ta, x)
+    if type(rhs) is Zero:
+        return x, Zero(tangent_aval(x.aval))
+    return x, solve_p.bind(a, rhs)
+
+
+def _solve_transpose(ct, a, b):
+    if is_undefined(a):
+        raise ValueError("solve: not linear in the matrix x1 (only in the right-hand side x2), "
+                         "so it cannot be transposed with respect to it")
+    if type(ct) is Zero:
+        return [None, Zero(tangent_aval(b.aval))]
+    return [None, solve_p.bind(mT(a), ct)]
+
+
+def _solve_batch(args, dims):
+    (a, b), (da, db) = args, dims
+    if da is not None:
+        return solve_p.bind(move_axis(a, da, 0), bdim_to_front(b, db, a.shape[da])), 0
+    # Only b is batched: the batch becomes extra right-hand sides of one solve (one LU).
+    b = move_axis(b, db, b.ndim - 1)
+    shape = tuple(b.shape)
+    x = solve_p.bind(a, shape_lax.reshape(b, shape[:-2] + (shape[-2] * shape[-1],)))
+    return shape_lax.reshape(x, shape), len(shape) - 1
+
+
+inv_p.jvp = _inv_jvp
+batch_to_front(inv_p)
+solve_p.jvp = _solve_jvp
+solve_p.transpose = _solve_transpose
+solve_p.is_linear = True
+solve_p.batch = _solve_batch
+
+
 # ---- cholesky ----------------------------------------------------------------------------------
 
 cholesky_p = Primitive("cholesky", family="linalg")
@@ -323,162 +583,23 @@ def cholesky(x, /, *, upper=False):
     return out
 
 
-# ---- qr ----------------------------------------------------------------------------------------
+# ---- cholesky rules ----------------------------------------------------------------------------
+# A = L L^H: dL = L Phi(L^{-1} dA L^{-H}) with Phi = strictly-lower part plus half the diagonal
+# (Murray 2016, "Differentiation of the Cholesky decomposition", eq. 8). The routine reads only
+# the lower triangle of A (and the real part of its diagonal), so dA is the Hermitian matrix
+# built from the lower triangle of the tangent: the rule agrees with finite differences.
 
-qr_p = Primitive("qr", multiple_results=True, family="linalg")
-
-
-def _qr_shapes(shape, full_matrices):
-    batch, (m, n) = tuple(shape[:-2]), tuple(shape[-2:])
-    k = m if full_matrices else min(m, n)
-    return batch + (m, k), batch + (k, n)
-
-
-def _qr_abstract(x, *, full_matrices):
-    check_matrix("qr", x.shape)
-    _check_inexact("qr", x)
-    qs, rs = _qr_shapes(x.shape, full_matrices)
-    return [ShapedArray(qs, x.dtype), ShapedArray(rs, x.dtype)]
-
-
-def _qr_impl(x, *, full_matrices):
-    q, r = np.linalg.qr(x, mode="complete" if full_matrices else "reduced")
-    return [q, r]
+def _cholesky_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    low = cholesky_p.bind(x)
+    if type(t) is Zero:
+        return low, Zero(tangent_aval(low.aval))
+    n = x.shape[-1]
+    tmp = solve_p.bind(low, hermitian_part(t))   # L^{-1} dA
+    m = solve_p.bind(low, mH(tmp))               # L^{-1} dA L^{-H} (dA is Hermitian)
+    phi = m * tri(n, n, -1, m) + real_diag(m, 0.5)
+    return low, mm(low, phi)
 
 
-qr_p.impl = _low_precision(_qr_impl)
-qr_p.abstract_eval = _qr_abstract
-
-
-def qr(x, /, *, mode="reduced"):
-    """QR factorization of ``(*batch, m, n)`` matrices by Householder reflections (LAPACK
-    ``geqrf`` + ``orgqr`` / ``ungqr``).
-
-    Args:
-        mode: "reduced": ``Q (*batch, m, k)``, ``R (*batch, k, n)`` with ``k = min(m, n)``;
-            "complete": ``Q (*batch, m, m)``, ``R (*batch, m, n)``; "r": only ``R`` (reduced).
-    Returns:
-        ``QRResult(Q, R)`` (or the array ``R`` for mode "r"); ``Q`` has orthonormal columns,
-        ``R`` is upper triangular. Signs follow LAPACK (R's diagonal may be negative).
-    Raises:
-        ValueError: ``x.ndim < 2`` or an unknown mode.
-    """
-    if mode not in ("reduced", "complete", "r"):
-        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
-    x = as_inexact("qr", x)
-    check_matrix("qr", x.shape)
-    q, r = qr_p.bind(x, full_matrices=mode == "complete")
-    return r if mode == "r" else QRResult(q, r)
-
-
-# ---- svd ---------------------------------------------------------------------------------------
-
-svd_p = Primitive("svd", multiple_results=True, family="linalg")
-
-
-def _svd_abstract(x, *, full_matrices, compute_uv):
-    check_matrix("svd", x.shape)
-    _check_inexact("svd", x)
-    batch, (m, n) = tuple(x.shape[:-2]), tuple(x.shape[-2:])
-    k = min(m, n)
-    s = ShapedArray(batch + (k,), dtypes.real_dtype(x.dtype))
-    if not compute_uv:
-        return [s]
-    ku, kv = (m, n) if full_matrices else (k, k)
-    return [ShapedArray(batch + (m, ku), x.dtype), s, ShapedArray(batch + (kv, n), x.dtype)]
-
-
-def _svd_impl(x, *, full_matrices, compute_uv):
-    if not compute_uv:
-        return [np.linalg.svd(x, compute_uv=False)]
-    u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
-    return [u, s, vh]
-
-
-svd_p.impl = _low_precision(_svd_impl)
-svd_p.abstract_eval = _svd_abstract
-
-
-def svd(x, /, *, full_matrices=True, compute_uv=True):
-    """Singular value decomposition ``x = U @ diag(S) @ Vh`` of ``(*batch, m, n)`` matrices
-    (LAPACK ``gesdd``, divide and conquer).
-
-    Args:
-        full_matrices: ``U (*batch, m, m)`` and ``Vh (*batch, n, n)`` when True, else
-            ``(*batch, m, k)`` and ``(*batch, k, n)`` with ``k = min(m, n)``.
-        compute_uv: NumPy extension; False returns only ``S`` (same as ``svdvals``).
-    Returns:
-        ``SVDResult(U, S, Vh)``; ``S (*batch, k)`` is real, non-negative and descending.
-    Raises:
-        ValueError: ``x.ndim < 2``.
-    """
-    x = as_inexact("svd", x)
-    check_matrix("svd", x.shape)
-    if not compute_uv:
-        return svd_p.bind(x, full_matrices=False, compute_uv=False)[0]
-    u, s, vh = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=True)
-    return SVDResult(u, s, vh)
-
-
-def svdvals(x, /):
-    """Singular values ``(*batch, min(m, n))`` of ``(*batch, m, n)`` matrices, descending, in the
-    real dtype (LAPACK ``gesdd`` without vectors)."""
-    x = as_inexact("svdvals", x)
-    check_matrix("svdvals", x.shape)
-    return svd_p.bind(x, full_matrices=False, compute_uv=False)[0]
-
-
-# ---- eigh --------------------------------------------------------------------------------------
-
-eigh_p = Primitive("eigh", multiple_results=True, family="linalg")
-
-
-def _eigh_abstract(x, *, lower, compute_v):
-    check_matrix("eigh", x.shape, square=True)
-    _check_inexact("eigh", x)
-    w = ShapedArray(x.shape[:-1], dtypes.real_dtype(x.dtype))
-    return [w, ShapedArray(x.shape, x.dtype)] if compute_v else [w]
-
-
-def _eigh_impl(x, *, lower, compute_v):
-    uplo = "L" if lower else "U"
-    if not compute_v:
-        return [np.linalg.eigvalsh(x, UPLO=uplo)]
-    w, v = np.linalg.eigh(x, UPLO=uplo)
-    return [w, v]
-
-
-eigh_p.impl = _low_precision(_eigh_impl)
-eigh_p.abstract_eval = _eigh_abstract
-
-
-def eigh(x, /, *, UPLO="L"):  # noqa: N803  (NumPy's keyword)
-    """Eigen-decomposition of Hermitian (real symmetric) matrices ``(*batch, n, n)``
-    (LAPACK ``syevd`` / ``heevd``, divide and conquer).
-
-    Only the lower (``UPLO="L"``, default) or upper triangle is read.
-
-    Returns:
-        ``EighResult(eigenvalues, eigenvectors)``: eigenvalues ``(*batch, n)`` ascending, in the
-        real dtype; eigenvectors ``(*batch, n, n)`` as columns.
-    Raises:
-        ValueError: non-square matrices, or UPLO not "L"/"U".
-    """
-    x = as_inexact("eigh", x)
-    check_matrix("eigh", x.shape, square=True)
-    w, v = eigh_p.bind(x, lower=_uplo("eigh", UPLO), compute_v=True)
-    return EighResult(w, v)
-
-
-def eigvalsh(x, /, *, UPLO="L"):  # noqa: N803
-    """Eigenvalues ``(*batch, n)`` (ascending, real dtype) of Hermitian matrices
-    ``(*batch, n, n)`` (LAPACK ``syevd`` / ``heevd`` without vectors)."""
-    x = as_inexact("eigvalsh", x)
-    check_matrix("eigvalsh", x.shape, square=True)
-    return eigh_p.bind(x, lower=_uplo("eigvalsh", UPLO), compute_v=False)[0]
-
-
-def _uplo(op, uplo):
-    if uplo not in ("L", "U"):
-        raise ValueError(f"{op}: UPLO must be 'L' or 'U', got {uplo!r}")
-    return uplo == "L"
+cholesky_p.jvp = _cholesky_jvp
+batch_to_front(cholesky_p)

@@ -5,17 +5,32 @@ Functions that need floats promote bool and integer input to float32 (the defaul
 JAX: ``sin(int64) -> float32``; NumPy would give float64). Special values follow IEEE 754 and
 NumPy, silently (no warnings): ``log(0) == -inf``, ``log(-1)`` and ``sqrt(-1)`` are nan for real
 input, ``arctanh(+-1) == +-inf``. Complex input uses NumPy's principal branches.
+
+Derivatives (JVP rules next to each primitive; reverse mode transposes them): complex input gets
+the complex derivative of the holomorphic functions. Conventions at special points: ``sqrt`` and
+``cbrt`` at 0 give inf (as JAX; use the double-``where`` pattern for a finite gradient);
+``logaddexp(x, x)`` for ``x = +-inf`` gives weights 1/2, 1/2 (never nan); ``hypot`` at the origin
+gives 0; rounding, ``spacing`` and the predicates have zero derivatives; ``nextafter`` follows
+its first operand (derivative 1); ``heaviside`` depends on ``x2`` only where ``x1 == 0``.
+``real`` / ``imag`` / ``conj`` are linear with the plain (non-conjugating) transposes.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
 
 from ...core.primitive import Primitive
 from ..convert import operand
+from .arithmetic import add, divide, equal, multiply, negative, not_equal, square, subtract
+from .convert_element_type import convert_element_type
 from .elementwise_docs import binary_doc, unary_doc
 from .elementwise_family import _LOW, _check_domain, binary, unary
+from .rules import (
+    Zero, batch_unary_same_axis, broadcast_to_shape, deflinear, defjvp, defjvp_zero, snp,
+    tangent_aval,
+)
 
 __all__ = [
     "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "cbrt", "sin", "cos", "tan",
@@ -29,6 +44,19 @@ __all__ = [
 
 def _inexact(name, impl, summary, notes="", domain="inexact"):
     return unary(name, impl, domain=domain, doc=unary_doc(summary, domain, notes=notes))
+
+
+# JVP rules: ``fn(g, ans, *primals)`` gives the tangent contribution of one input (see
+# rules.defjvp); they are written with public ops so that they differentiate again. For complex
+# input the holomorphic functions use their complex derivative (principal branches, matching the
+# branch cuts of the functions themselves). Batching comes from the elementwise family.
+
+def _jvp(fn, *rules):
+    defjvp(fn.primitive, *rules)
+
+
+def _where(c, x, y):
+    return snp().where(c, x, y)
 
 
 # ---- exponentials, logarithms, powers ----------------------------------------------------------
@@ -50,6 +78,18 @@ sqrt = _inexact("sqrt", np.sqrt, "Elementwise square root.",
                 "principal root.")
 cbrt = _inexact("cbrt", np.cbrt, "Elementwise real cube root (``cbrt(-8) == -2``).",
                 domain="real_inexact")
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+_jvp(exp, lambda g, ans, x: multiply(g, ans))
+_jvp(exp2, lambda g, ans, x: multiply(g, multiply(ans, _LN2)))
+_jvp(expm1, lambda g, ans, x: multiply(g, add(ans, 1)))
+_jvp(log, lambda g, ans, x: divide(g, x))
+_jvp(log2, lambda g, ans, x: divide(g, multiply(x, _LN2)))
+_jvp(log10, lambda g, ans, x: divide(g, multiply(x, _LN10)))
+_jvp(log1p, lambda g, ans, x: divide(g, add(x, 1)))
+# At 0 the derivatives of sqrt and cbrt are inf (times the tangent), as in JAX.
+_jvp(sqrt, lambda g, ans, x: multiply(g, divide(0.5, ans)))
+_jvp(cbrt, lambda g, ans, x: multiply(g, divide(1.0 / 3.0, square(ans))))
 
 # ---- trigonometric and hyperbolic --------------------------------------------------------------
 
@@ -75,6 +115,21 @@ arctanh = _inexact("arctanh", np.arctanh, "Elementwise inverse hyperbolic tangen
 asin, acos, atan = arcsin, arccos, arctan
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
+_jvp(sin, lambda g, ans, x: multiply(g, cos(x)))
+_jvp(cos, lambda g, ans, x: negative(multiply(g, sin(x))))
+_jvp(tan, lambda g, ans, x: multiply(g, add(1, square(ans))))
+_jvp(arcsin, lambda g, ans, x: divide(g, sqrt(subtract(1, square(x)))))
+_jvp(arccos, lambda g, ans, x: negative(divide(g, sqrt(subtract(1, square(x))))))
+_jvp(arctan, lambda g, ans, x: divide(g, add(1, square(x))))
+_jvp(sinh, lambda g, ans, x: multiply(g, cosh(x)))
+_jvp(cosh, lambda g, ans, x: multiply(g, sinh(x)))
+_jvp(tanh, lambda g, ans, x: multiply(g, subtract(1, square(ans))))
+_jvp(arcsinh, lambda g, ans, x: divide(g, sqrt(add(square(x), 1))))
+# sqrt(x - 1) * sqrt(x + 1), not sqrt(x**2 - 1): the same for real x >= 1, and the derivative
+# of the principal complex branch everywhere else.
+_jvp(arccosh, lambda g, ans, x: divide(g, multiply(sqrt(subtract(x, 1)), sqrt(add(x, 1)))))
+_jvp(arctanh, lambda g, ans, x: divide(g, subtract(1, square(x))))
+
 arctan2 = binary("arctan2", np.arctan2, domain="real_inexact", doc=binary_doc(
     "Elementwise angle of the point ``(x2, x1)``: ``arctan(x1 / x2)`` in the right quadrant, "
     "in ``[-pi, pi]``.", "real_inexact",
@@ -82,29 +137,97 @@ arctan2 = binary("arctan2", np.arctan2, domain="real_inexact", doc=binary_doc(
           "(``arctan2(0.0, -0.0) == pi``). Alias: ``atan2``."))
 atan2 = arctan2
 
+
+def _arctan2_dy(g, ans, y, x):
+    return multiply(g, divide(x, add(square(x), square(y))))
+
+
+def _arctan2_dx(g, ans, y, x):
+    return multiply(g, divide(negative(y), add(square(x), square(y))))
+
+
+_jvp(arctan2, _arctan2_dy, _arctan2_dx)
+
 # ---- other binary float functions --------------------------------------------------------------
 
 logaddexp = binary("logaddexp", np.logaddexp, domain="real_inexact", doc=binary_doc(
     "Elementwise ``log(exp(x1) + exp(x2))`` without overflow.", "real_inexact",
-    notes="``logaddexp(-inf, -inf) == -inf``; ``logaddexp(inf, inf) == inf``."))
+    notes="``logaddexp(-inf, -inf) == -inf``; ``logaddexp(inf, inf) == inf``. Derivatives: "
+          "``exp(x1 - out)``, ``exp(x2 - out)``; 1/2 each where both inputs are the same "
+          "infinity."))
 logaddexp2 = binary("logaddexp2", np.logaddexp2, domain="real_inexact", doc=binary_doc(
     "Elementwise ``log2(2 ** x1 + 2 ** x2)`` without overflow.", "real_inexact"))
 hypot = binary("hypot", np.hypot, domain="real_inexact", doc=binary_doc(
     "Elementwise ``sqrt(x1 ** 2 + x2 ** 2)`` without intermediate overflow.", "real_inexact",
-    notes="``hypot(inf, nan) == inf`` (IEEE 754)."))
+    notes="``hypot(inf, nan) == inf`` (IEEE 754). The derivative at ``(0, 0)`` is 0."))
 copysign = binary("copysign", np.copysign, domain="real_inexact", doc=binary_doc(
     "Elementwise ``|x1|`` with the sign bit of ``x2`` (``copysign(1, -0.0) == -1``).",
     "real_inexact"))
 nextafter = binary("nextafter", np.nextafter, domain="real_inexact", doc=binary_doc(
     "Elementwise next representable value after ``x1`` in the direction of ``x2``.",
     "real_inexact", notes="Works in the promoted dtype (so steps are float16 / bfloat16 "
-                          "steps for those dtypes)."))
+                          "steps for those dtypes). Derivative: 1 in ``x1`` (the result follows "
+                          "it), 0 in ``x2``."))
 heaviside = binary("heaviside", np.heaviside, domain="real_inexact", doc=binary_doc(
     "Elementwise Heaviside step: 0 for ``x1 < 0``, ``x2`` for ``x1 == 0``, 1 for ``x1 > 0``.",
-    "real_inexact", notes="nan in ``x1`` gives nan."))
+    "real_inexact", notes="nan in ``x1`` gives nan. Derivative: 0 in ``x1``; 1 in ``x2`` where "
+                          "``x1 == 0``, else 0."))
 spacing = _inexact("spacing", np.spacing,
                    "Elementwise distance from ``x`` to the next larger-magnitude representable "
                    "value (signed like ``x``).", domain="real_inexact")
+
+
+def _logaddexp_weight(expfn, half):
+    """d ans / d x1 of logaddexp (``expfn=exp``) or logaddexp2 (``exp2``): ``expfn(x1 - ans)``,
+    which is in [0, 1] (no overflow). Where ``x1 - ans`` is nan (both inputs the same infinity,
+    or a nan input) the weight is 1/2 if ``x2 - ans`` is nan too, else 1 (``x1 = +inf`` wins);
+    the double where keeps nan out of the unselected branch (and so out of reverse mode)."""
+    def weight(g, ans, x, y):
+        d = subtract(x, ans)
+        bad = snp().isnan(d)
+        w = expfn(_where(bad, 0, d))
+        fallback = _where(snp().isnan(subtract(y, ans)), half, 1)
+        return multiply(g, _where(bad, fallback, w))
+    return weight
+
+
+def _swap(fn):
+    return lambda g, ans, x, y: fn(g, ans, y, x)
+
+
+_lae, _lae2 = _logaddexp_weight(exp, 0.5), _logaddexp_weight(exp2, 0.5)
+_jvp(logaddexp, _lae, _swap(_lae))
+_jvp(logaddexp2, _lae2, _swap(_lae2))
+
+
+def _hypot_d(g, ans, x, y):
+    # x / hypot(x, y), with hypot(0, 0) made 1 in the divisor: the derivative at (0, 0) is 0.
+    return multiply(g, divide(x, _where(equal(ans, 0), 1, ans)))
+
+
+_jvp(hypot, _hypot_d, _swap(_hypot_d))
+
+
+def _copysign_dx(g, ans, x, y):
+    # d|x| sgn(y) / dx = +1 where the sign bits of x and y agree, else -1.
+    return _where(not_equal(signbit(x), signbit(y)), negative(g), g)
+
+
+def _heaviside_dx2(g, ans, x1, x2):
+    # heaviside(0, x2) == x2: the second operand matters only where x1 == 0.
+    return _where(equal(x1, 0), g, 0)
+
+
+def _nextafter_dx1(g, ans, x1, x2):
+    # nextafter(x1, x2) is x1 moved by one ulp: it follows x1 (derivative 1, as finite
+    # differences see it) and depends on x2 only through the direction of the step.
+    return broadcast_to_shape(g, ans.shape)
+
+
+_jvp(copysign, _copysign_dx, None)
+_jvp(heaviside, None, _heaviside_dx2)
+_jvp(nextafter, _nextafter_dx1, None)
+defjvp_zero(spacing.primitive)  # constant between powers of two
 
 # ---- rounding ----------------------------------------------------------------------------------
 # floor / ceil / trunc of integers and bool are the input itself (Array API: same dtype), with
@@ -200,6 +323,11 @@ def round(x, /, decimals=0):  # noqa: A001  (the Array API name)
 
 round.primitive = round_p
 
+# Rounding is piecewise constant: zero derivative (also at the jumps, as in JAX).
+for _p in (_floor.primitive, _ceil.primitive, _trunc.primitive, rint.primitive, round_p):
+    defjvp_zero(_p)
+batch_unary_same_axis(round_p)
+
 # ---- floating-point predicates -----------------------------------------------------------------
 
 isfinite = unary("isfinite", np.isfinite, out="bool", doc=unary_doc(
@@ -213,6 +341,8 @@ isnan = unary("isnan", np.isnan, out="bool", doc=unary_doc(
 signbit = unary("signbit", np.signbit, domain="real", out="bool", doc=unary_doc(
     "Elementwise test of the sign bit (True for -0.0 and negative numbers, and for nan with the "
     "sign bit set).", "real", "bool"))
+for _p in (isfinite, isinf, isnan, signbit):
+    defjvp_zero(_p.primitive)
 
 # ---- complex parts -----------------------------------------------------------------------------
 
@@ -264,5 +394,30 @@ def conj(x, /):
 
 
 real.primitive, imag.primitive, conj.primitive = _real.primitive, _imag.primitive, _conj.primitive
+
+# Complex parts are linear. Transposes are the plain (non-conjugating) ones, characterised by
+# Re<transpose(ct), t> == Re<ct, f(t)> for every tangent t:
+#   real: ct * Re(t) == Re((ct + 0j) t)        ->  ct + 0j
+#   imag: ct * Im(t) == Re((-1j ct) t)         ->  -1j * ct
+#   conj: Re(ct conj(t)) == Re(conj(ct) t)     ->  conj(ct)
+# On real operands (imag of a real array is zeros) the cotangent is ct (real) or zero (imag).
+
+
+def _part_transpose(part):
+    def transpose(ct, x):
+        aval = x.aval
+        if type(ct) is Zero:
+            return [Zero(tangent_aval(aval))]
+        if aval.dtype.kind != "c":
+            return [ct if part == "real" else Zero(tangent_aval(aval))]
+        if part == "conj":
+            return [_conj.primitive.bind(ct)]
+        ct = convert_element_type(ct, aval.dtype, False)
+        return [ct if part == "real" else multiply(ct, -1j)]
+    return transpose
+
+
+for _f, _part in ((_real, "real"), (_imag, "imag"), (_conj, "conj")):
+    deflinear(_f.primitive, _part_transpose(_part))
 conjugate = conj
-del _fn, _what
+del _fn, _what, _p, _f, _part

@@ -16,8 +16,8 @@ from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ..convert import operand
 from .arithmetic import (
-    _logical_and, _logical_not, _logical_or, abs, add, divide, equal, floor_divide, less_equal,
-    multiply, pow, reciprocal, remainder, subtract,
+    _logical_and, _logical_not, _logical_or, abs, add, divide, equal, floor_divide, less,
+    less_equal, multiply, negative, pow, reciprocal, remainder, subtract,
 )
 from .convert_element_type import convert_element_type
 from .elementwise_docs import binary_doc, unary_doc
@@ -28,6 +28,9 @@ from .math_basic import (
     arctan2, copysign, imag, isfinite, isinf, isnan, real, signbit, sin, sqrt, trunc,
 )
 from .math_select import where
+from .rules import (
+    Zero, batch_elementwise, defjvp, defjvp_zero, tangent_aval, unbroadcast,
+)
 
 __all__ = [
     "rsqrt", "deg2rad", "radians", "rad2deg", "degrees", "fabs", "isneginf", "isposinf", "angle",
@@ -112,13 +115,19 @@ def sinc(x, /):
     Returns:
         Array of shape ``(*shape)`` and the (float) dtype of ``x``; complex input is supported.
 
-    Composition: the divisor is made nonzero where ``x == 0`` before dividing, so that
-    derivatives at 0 stay finite (the "double where" pattern).
+    Composition: for ``|pi x| < (5040 eps) ** (1/6)`` (eps of the dtype) the Maclaurin polynomial
+    ``1 - y**2 / 6 + y**4 / 120`` (``y = pi x``) is used, whose truncation error is below eps
+    there; elsewhere ``sin(y) / y`` with the divisor made nonzero first (the "double where"
+    pattern). So derivatives at and near 0 are finite and right up to the fourth order
+    (``sinc'(0) == 0``, ``sinc''(0) == -pi**2 / 3``).
     """
     x = _floats("sinc", x)
-    zero = equal(x, 0)
-    y = multiply(where(zero, 1, x), math.pi)
-    return where(zero, 1, divide(sin(y), y))
+    y = multiply(x, math.pi)
+    small = less(abs(y), (5040.0 * float(dtypes.finfo(dtypes.real_dtype(x.dtype)).eps)) ** (1 / 6))
+    y2 = multiply(y, y)
+    taylor = subtract(1, multiply(divide(y2, 6), subtract(1, divide(y2, 20))))
+    ys = where(small, 1, y)
+    return where(small, taylor, divide(sin(ys), ys))
 
 
 def _i0_impl(x):
@@ -130,8 +139,57 @@ i0 = Elementwise("i0", _i0_impl, 1, domain="real_inexact", low_precision_in_floa
                      "Elementwise modified Bessel function of the first kind, order 0.",
                      "real_inexact",
                      notes="Reference implementation: NumPy's ``i0`` (Clenshaw's Chebyshev "
-                           "series, Cephes). Overflows to inf for ``|x| > ~89`` in float32.")
+                           "series, Cephes). Overflows to inf for ``|x| > ~89`` in float32. "
+                           "Derivative: I1 (the internal primitive ``i1``).")
                  ).wrapper
+
+_I1_SERIES_MAX = 25.0  # |x| up to here: power series; beyond: the asymptotic expansion
+
+
+def _i1_impl(x):
+    """I1 in float64, by the ascending series sum_k (x/2)**(2k+1) / (k! (k+1)!) (positive terms,
+    no cancellation) for |x| <= 25, and for larger |x| by the asymptotic expansion
+    I1(a) ~ e**a / sqrt(2 pi a) * sum_k c_k / a**k, c_k = c_{k-1} ((2k-1)**2 - 4) / (8k)
+    (Abramowitz & Stegun 9.6.10 and 9.7.1); 60 / 40 terms reach double precision there."""
+    a = np.abs(np.asarray(x, np.float64))
+    out = np.empty_like(a)
+    small = a <= _I1_SERIES_MAX
+    h = a[small] / 2.0
+    term, q = h.copy(), h * h
+    total = term.copy()
+    for k in range(1, 60):
+        term = term * q / (k * (k + 1))
+        total += term
+    out[small] = total
+    big = ~small
+    b = a[big]
+    term = np.ones_like(b)
+    total = term.copy()
+    for k in range(1, 40):
+        term = term * ((2 * k - 1) ** 2 - 4) / (8 * k * b)
+        total += term
+    half = np.exp(b / 2.0)  # e**a as two factors: finite wherever the result is
+    with np.errstate(invalid="ignore"):
+        out[big] = np.where(b == np.inf, np.inf, half * (half / np.sqrt(2.0 * np.pi * b)) * total)
+    return np.copysign(out, x).astype(x.dtype)  # odd function; nan stays nan
+
+
+_i1 = Elementwise("i1", _i1_impl, 1, domain="real_inexact", low_precision_in_float32=True,
+                  doc=unary_doc(
+                      "Elementwise modified Bessel function of the first kind, order 1 (the "
+                      "derivative of ``i0``).", "real_inexact",
+                      notes="Power series for ``|x| <= 25``, asymptotic expansion beyond "
+                            "(Abramowitz & Stegun 9.6.10, 9.7.1).")).wrapper
+
+
+def _i1_d(g, ans, x):
+    # I1'(x) = I0(x) - I1(x) / x, with the limit 1/2 at 0 (the divisor is made 1 there first).
+    zero = equal(x, 0)
+    return multiply(g, where(zero, 0.5, subtract(i0(x), divide(ans, where(zero, 1, x)))))
+
+
+defjvp(i0.primitive, lambda g, ans, x: multiply(g, _i1(x)))
+defjvp(_i1.primitive, _i1_d)
 
 
 def float_power(x1, x2, /):
@@ -157,6 +215,8 @@ gcd = binary("gcd", np.gcd, domain="int_only", doc=binary_doc(
 lcm = binary("lcm", np.lcm, domain="int_only", doc=binary_doc(
     "Elementwise least common multiple of ``|x1|`` and ``|x2|`` (0 if either is 0).",
     "int_only", notes="Integer overflow wraps."))
+defjvp_zero(gcd.primitive)
+defjvp_zero(lcm.primitive)
 
 
 def divmod(x1, x2, /):  # noqa: A001  (NumPy's name)
@@ -220,6 +280,23 @@ def frexp(x, /):
 
 
 frexp.primitive = frexp_p
+
+
+def _frexp_jvp(primals, tangents):
+    # x == m * 2**e with e locally constant: dm = dx * 2**-e (exact, by ldexp); e is integer.
+    (x,), (g,) = primals, tangents
+    m, e = frexp_p.bind(x)
+    dm = Zero(tangent_aval(m.aval)) if type(g) is Zero else ldexp_p.bind(g, negative(e))
+    return [m, e], [dm, Zero(tangent_aval(e.aval))]
+
+
+def _frexp_batch(args, dims):
+    out = frexp_p.bind(*args)
+    return out, [dims[0], dims[0]]
+
+
+frexp_p.jvp = _frexp_jvp
+frexp_p.batch = _frexp_batch
 ldexp_p = Primitive("ldexp", family="elementwise")
 
 
@@ -262,6 +339,29 @@ def ldexp(x1, x2, /):
 
 
 ldexp.primitive = ldexp_p
+
+
+# ldexp is linear in x1 (the exponent x2 is an integer: no tangent); scaling by 2**x2 is its own
+# transpose, summed back over the dims broadcasting added to x1.
+def _ldexp_jvp(primals, tangents):
+    x1, x2 = primals
+    ans = ldexp_p.bind(x1, x2)
+    g = tangents[0]
+    if type(g) is Zero:
+        return ans, Zero(tangent_aval(ans.aval))
+    return ans, ldexp_p.bind(g, x2)
+
+
+def _ldexp_transpose(ct, x1, x2):
+    if type(ct) is Zero:
+        return [Zero(tangent_aval(x1.aval)), None]
+    return [unbroadcast(ldexp_p.bind(ct, x2), x1.aval), None]
+
+
+ldexp_p.jvp = _ldexp_jvp
+ldexp_p.transpose = _ldexp_transpose
+ldexp_p.is_linear = True
+batch_elementwise(ldexp_p)
 
 # ---- isclose -----------------------------------------------------------------------------------
 

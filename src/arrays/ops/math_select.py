@@ -280,3 +280,156 @@ def nan_to_num(x, /, copy=True, nan=0.0, posinf=None, neginf=None):
 
 
 nan_to_num.primitive = nan_to_num_p
+
+
+# ---- transformation rules ----------------------------------------------------------------------
+# The subgradient table (elementwise_docs.SUBGRADIENTS) is implemented ONCE here, as JVP rules:
+# each operand i gets a weight w_i computed from the primals only (comparisons, so piecewise
+# constant with zero derivative), and the output tangent is sum_i w_i * t_i, which is linear in
+# the tangents. Reverse mode transposes exactly that, so both modes (and vmap, and higher
+# derivatives) agree by construction.
+
+from .arithmetic import (  # noqa: E402
+    add, divide, equal, greater, less, logical_and, logical_not, logical_or, multiply, subtract,
+)
+from .convert_element_type import convert_element_type  # noqa: E402
+from .rules import (  # noqa: E402
+    Zero, add_tangents, batch_elementwise, batch_unary_same_axis, is_undefined, snp, tangent_aval,
+    unbroadcast,
+)
+
+
+def _f(mask, dt):
+    """A bool mask as 0 / 1 values of the float dtype ``dt`` (a constant for the derivative)."""
+    return convert_element_type(mask, dt, False)
+
+
+def _isnan(x):
+    return not_equal(x, x)
+
+
+def _weighted(ans, pairs):
+    """sum of w * t over (weight, tangent) pairs, skipping Zero tangents."""
+    out = Zero(tangent_aval(ans.aval))
+    for w, t in pairs:
+        if type(t) is not Zero:
+            out = add_tangents(out, multiply(w, t))
+    return out
+
+
+def _minmax_weight(x, y, wins, ignore_nan):
+    """Weight of ``x`` in max/min-like ops (``wins(x, y)`` is true where x is selected)."""
+    nx, ny = _isnan(x), _isnan(y)
+    # NaN-propagating ops pick the NaN operand, NaN-ignoring ones (fmax / fmin) the other one.
+    lone = logical_and(ny, logical_not(nx)) if ignore_nan else logical_and(nx, logical_not(ny))
+    full = logical_or(wins(x, y), lone)
+    half = logical_or(equal(x, y), logical_and(nx, ny))
+    dt = x.dtype
+    return add(_f(full, dt), multiply(_f(half, dt), 0.5))
+
+
+def _minmax_jvp_rule(prim, wins, ignore_nan):
+    def rule(primals, tangents):
+        x, y = primals
+        ans = prim.bind(x, y)
+        wx = _minmax_weight(x, y, wins, ignore_nan)
+        return ans, _weighted(ans, [(wx, tangents[0]), (subtract(1, wx), tangents[1])])
+    return rule
+
+
+maximum.primitive.jvp = _minmax_jvp_rule(maximum.primitive, greater, False)
+minimum.primitive.jvp = _minmax_jvp_rule(minimum.primitive, less, False)
+fmax.primitive.jvp = _minmax_jvp_rule(fmax.primitive, greater, True)
+fmin.primitive.jvp = _minmax_jvp_rule(fmin.primitive, less, True)
+
+
+def _clip_jvp(primals, tangents, *, lo, hi):
+    # Static bounds: 1 strictly inside, 0 on and beyond the bounds; a NaN x produced the NaN
+    # output, so its derivative is 1.
+    (x,), (t,) = primals, tangents
+    ans = clip_p.bind(x, lo=lo, hi=hi)
+    inside = [greater(x, lo)] if lo is not None else []
+    if hi is not None:
+        inside.append(less(x, hi))
+    mask = inside[0] if len(inside) == 1 else logical_and(*inside)
+    return ans, where(logical_or(mask, _isnan(x)), t, 0)
+
+
+clip_p.jvp = _clip_jvp
+batch_unary_same_axis(clip_p)
+
+
+def _clamp_weights(x, lo, hi):
+    """Weights (w_x, w_lo, w_hi) of clip(x, lo, hi) = minimum(maximum(x, lo), hi), array bounds.
+
+    NaN anywhere: split evenly among the NaN operands. Otherwise, lo < hi: the operand that
+    produced the output; a tie with a bound splits 0.5 / 0.5. lo >= hi: hi, except that
+    x == lo == hi gives x everything.
+    """
+    dt = x.dtype
+    nx, nlo, nhi = _f(_isnan(x), dt), _f(_isnan(lo), dt), _f(_isnan(hi), dt)
+    count = add(add(nx, nlo), nhi)
+    anynan = greater(count, 0)
+    count = where(anynan, count, 1)
+    ordered = less(lo, hi)
+    at_lo, at_hi = equal(x, lo), equal(x, hi)
+    all_x = logical_and(equal(lo, hi), at_lo)
+    half_lo, half_hi = multiply(_f(at_lo, dt), 0.5), multiply(_f(at_hi, dt), 0.5)
+    inside = _f(logical_and(greater(x, lo), less(x, hi)), dt)
+    wx = where(ordered, add(inside, add(half_lo, half_hi)), _f(all_x, dt))
+    wlo = where(ordered, add(_f(less(x, lo), dt), half_lo), 0)
+    whi = where(ordered, add(_f(greater(x, hi), dt), half_hi), _f(logical_not(all_x), dt))
+    return [where(anynan, divide(n, count), w) for n, w in ((nx, wx), (nlo, wlo), (nhi, whi))]
+
+
+def _clamp_jvp(primals, tangents):
+    ans = clamp_p.bind(*primals)
+    return ans, _weighted(ans, list(zip(_clamp_weights(*primals), tangents)))
+
+
+clamp_p.jvp = _clamp_jvp
+
+
+# where: linear in x and y (the condition is a bool, never differentiated).
+
+def _where_jvp(primals, tangents):
+    c, x, y = primals
+    _, tx, ty = tangents
+    ans = where_p.bind(c, x, y)
+    tx = 0 if type(tx) is Zero else tx
+    ty = 0 if type(ty) is Zero else ty
+    return ans, where(c, tx, ty)
+
+
+def _where_transpose(ct, c, x, y):
+    if is_undefined(c):
+        raise ValueError("where: the condition is not differentiable (transpose w.r.t. it)")
+    if type(ct) is Zero:
+        return [None, unbroadcast(ct, x.aval) if is_undefined(x) else None,
+                unbroadcast(ct, y.aval) if is_undefined(y) else None]
+    return [None, unbroadcast(where(c, ct, 0), x.aval) if is_undefined(x) else None,
+            unbroadcast(where(c, 0, ct), y.aval) if is_undefined(y) else None]
+
+
+where_p.jvp = _where_jvp
+where_p.transpose = _where_transpose
+where_p.is_linear = True
+batch_elementwise(where_p)
+
+
+def _nan_to_num_jvp(primals, tangents, *, nan, posinf, neginf):
+    # Replaced entries are constants (derivative 0); finite ones pass t through. Complex input
+    # is treated part by part: keep Re(t) where Re(x) is finite and Im(t) where Im(x) is, i.e.
+    # a*(t + conj t)/2 + b*(t - conj t)/2 with the 0/1 masks a, b.
+    (x,), (t,) = primals, tangents
+    ans = nan_to_num_p.bind(x, nan=nan, posinf=posinf, neginf=neginf)
+    s = snp()
+    if x.dtype.kind != "c":
+        return ans, where(s.isfinite(x), t, 0)
+    a, b = _f(s.isfinite(s.real(x)), x.dtype), _f(s.isfinite(s.imag(x)), x.dtype)
+    return ans, add(multiply(multiply(add(a, b), 0.5), t),
+                    multiply(multiply(subtract(a, b), 0.5), s.conj(t)))
+
+
+nan_to_num_p.jvp = _nan_to_num_jvp
+batch_unary_same_axis(nan_to_num_p)

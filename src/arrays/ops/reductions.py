@@ -35,6 +35,7 @@ import math
 import numpy as np
 
 from ...core import dtypes
+from ...core.ad_util import Zero, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ...core.trace import EVAL_TRACE, current_trace
@@ -43,6 +44,8 @@ from ..convert import operand
 from .axes import AxisError, normalize_axes  # noqa: F401  (AxisError re-exported for users)
 from .convert_element_type import convert_element_type, convert_element_type_p
 from .elementwise_family import broadcast_shapes
+from .shape_lax import broadcast_in_dim, pad as lax_pad, reshape as lax_reshape
+from .shape_lax import transpose as lax_transpose
 
 __all__ = ["sum", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "all", "any",
            "count_nonzero", "ptp"]
@@ -277,6 +280,125 @@ for _p, _fn in ((argmax_p, np.argmax), (argmin_p, np.argmin)):
     _p.impl = _arg_impl(_fn, _p.name)
     _p.abstract_eval = _arg_abstract_eval
 del _p, _fn
+
+
+# ---- transformation rules ----------------------------------------------------------------------
+#
+# reduce_sum: linear; its transpose broadcasts the cotangent back over the reduced axes.
+# reduce_prod: product rule without dividing by x: d prod = sum_i t_i * prod_{j != i} x_j, where
+#   the "product of the others" is (exclusive running product from the left) * (exclusive running
+#   product from the right), so zeros in x (one or several) are exact.
+# reduce_max / reduce_min: the subgradient convention: over the k entries equal to the result,
+#   the JVP is the MEAN of their tangents (so reverse mode gives 1/k to each tie); when the
+#   result is NaN, the k NaN entries share it the same way.
+# argmax / argmin / reduce_and / reduce_or: integer or bool outputs, zero tangents.
+# Batch rules: the batch axis stays where it is and the reduced axes are renumbered around it.
+
+def _zero_out(ans):
+    return Zero(tangent_aval(ans.aval))
+
+
+def _batched_axes(axes, d):
+    """Per-example ``axes`` renumbered for an operand whose batch axis is ``d``; and the batch
+    axis of the result (the reduced axes before ``d`` disappear)."""
+    new = tuple(a + (a >= d) for a in axes)
+    return new, d - builtins.sum(1 for a in new if a < d)
+
+
+def _reduction_batch(prim):
+    def rule(args, dims, *, axes):
+        new, out_dim = _batched_axes(axes, dims[0])
+        return prim.bind(args[0], axes=new), out_dim
+    prim.batch = rule
+    return rule
+
+
+def _reduce_sum_transpose(ct, x, *, axes):
+    shape = tuple(x.aval.shape)
+    if type(ct) is Zero:
+        return [Zero(tangent_aval(x.aval))]
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    return [broadcast_in_dim(ct, shape, kept)]
+
+
+def _to_last(x, axes):
+    """``x`` with the dims in ``axes`` moved to the end and flattened into one: (*rest, n)."""
+    rest = [i for i in range(x.ndim) if i not in axes]
+    xt = lax_transpose(x, tuple(rest + list(axes)))
+    return lax_reshape(xt, tuple(x.shape[i] for i in rest) + (reduction_size(x.shape, axes),))
+
+
+def prod_of_others(x, axis):
+    """``prod_{j != i} x_j`` along ``axis`` for every position ``i`` (no division: exact with
+    zeros), from the exclusive running products of both directions."""
+    from .cumulative import cumprod_p
+    one = const(1, x.dtype)
+    cfg_l = [(0, 0, 0)] * x.ndim
+    cfg_r = [(0, 0, 0)] * x.ndim
+    cfg_l[axis], cfg_r[axis] = (1, -1, 0), (-1, 1, 0)
+    left = cumprod_p.bind(lax_pad(x, one, cfg_l), axis=axis, reverse=False)
+    right = cumprod_p.bind(lax_pad(x, one, cfg_r), axis=axis, reverse=True)
+    return _ns().multiply(left, right)
+
+
+def _reduce_prod_jvp(primals, tangents, *, axes):
+    x, = primals
+    t, = tangents
+    ans = reduce_prod_p.bind(x, axes=axes)
+    if type(t) is Zero or not dtypes.is_inexact(x.dtype) or is_empty_reduction(x.shape, axes):
+        return ans, _zero_out(ans)
+    if not axes:
+        return ans, t
+    xf, tf = _to_last(x, axes), _to_last(t, axes)
+    last = xf.ndim - 1
+    g = _ns().multiply(tf, prod_of_others(xf, last))
+    return ans, reduce_sum_p.bind(g, axes=(last,))
+
+
+def _is_nan_or(x, mask):
+    if not dtypes.is_inexact(x.dtype):
+        return mask
+    return _ns().logical_or(mask, _ns().isnan(x))
+
+
+def extremum_jvp(prim):
+    """JVP of reduce_max / reduce_min: the mean of the tangents of the entries equal to the
+    result (NaN entries when the result is NaN)."""
+    def rule(primals, tangents, *, axes):
+        x, = primals
+        t, = tangents
+        ans = prim.bind(x, axes=axes)
+        if type(t) is Zero or not dtypes.is_inexact(x.dtype):
+            return ans, _zero_out(ans)
+        if not axes:
+            return ans, t
+        if is_empty_reduction(x.shape, axes):
+            return ans, _zero_out(ans)
+        snp = _ns()
+        hit = snp.equal(x, lax_reshape(ans, kept_shape(x.shape, axes)))
+        hit = _is_nan_or(x, hit)  # no NaN in x unless the result is NaN (NaN propagates)
+        count = reduce_sum_p.bind(convert_element_type(hit, dtypes.real_dtype(x.dtype), False),
+                                  axes=axes)
+        picked = reduce_sum_p.bind(snp.where(hit, t, 0), axes=axes)
+        return ans, snp.divide(picked, count)
+    prim.jvp = rule
+    return rule
+
+
+def _declare_rules():
+    from . import rules as R
+    R.deflinear(reduce_sum_p, _reduce_sum_transpose)
+    reduce_prod_p.jvp = _reduce_prod_jvp
+    extremum_jvp(reduce_max_p)
+    extremum_jvp(reduce_min_p)
+    for p in (reduce_and_p, reduce_or_p, argmax_p, argmin_p):
+        R.defjvp_zero(p)
+    for p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p,
+              argmax_p, argmin_p):
+        _reduction_batch(p)
+
+
+_declare_rules()
 
 
 # ---- public: sum / prod ------------------------------------------------------------------------

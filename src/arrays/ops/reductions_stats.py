@@ -16,6 +16,7 @@ import numpy as np
 
 from ...core import dtypes
 from ..convert import operand
+from .autodiff import stop_gradient_p
 from .axes import normalize_axes
 from .convert_element_type import convert_element_type_p
 from .elementwise_family import broadcast_shapes
@@ -194,13 +195,27 @@ def var(x, /, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     return cast(r, res)
 
 
+def _sqrt_var(v):
+    """``sqrt(v)`` whose derivative is 0 where ``v == 0`` (not 0 * inf = NaN); same values."""
+    snp = _ns()
+    if type(v) is Array and current_trace() is EVAL_TRACE:
+        return snp.sqrt(v)
+    zero = snp.equal(v, 0)
+    return snp.where(zero, const(0, v.dtype), snp.sqrt(snp.where(zero, const(1, v.dtype), v)))
+
+
 def std(x, /, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         correction=None):
-    """Standard deviation: ``sqrt(var(x, ...))`` with the same arguments (see ``var``)."""
+    """Standard deviation: ``sqrt(var(x, ...))`` with the same arguments (see ``var``).
+
+    Derivatives: where the variance is exactly 0 (a constant slice, or a single element), the
+    gradient is 0 (a subgradient of the norm-like ``std`` at its minimum) instead of the NaN of
+    ``0 * (1 / sqrt(0))`` that JAX and PyTorch give; elsewhere it is ``(x - mean) / (N' std)``.
+    """
     no_out("std", out)
     c = _correction("std", ddof, correction)
     r, res = _var_acc("std", x, axis, dtype, c, keepdims, where)
-    return cast(_ns().sqrt(r), res)
+    return cast(_sqrt_var(r), res)
 
 
 # ---- average -----------------------------------------------------------------------------------
@@ -306,12 +321,13 @@ def nanvar(x, /, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, whe
 
 def nanstd(x, /, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
            correction=None):
-    """``std`` of the non-NaN entries (NumPy ``nanstd``; same arguments as ``std``)."""
+    """``std`` of the non-NaN entries (NumPy ``nanstd``; same arguments as ``std``, and the
+    same zero gradient at zero variance)."""
     no_out("nanstd", out)
     c = _correction("nanstd", ddof, correction)
     x = operand(x, "nanstd")
     r, res = _var_acc("nanstd", x, axis, dtype, c, keepdims, _not_nan("nanstd", x, where))
-    return cast(_ns().sqrt(r), res)
+    return cast(_sqrt_var(r), res)
 
 
 def _nan_extremum(op, prim, combine, x, axis, keepdims, initial, where):
@@ -363,6 +379,11 @@ def logsumexp(a, /, axis=None, b=None, keepdims=False, return_sign=False):
     ``-inf`` give ``-inf``, a ``+inf`` entry gives ``+inf``, a NaN gives NaN; entries with
     ``b == 0`` are ignored (even infinite ones), as in SciPy.
 
+    Derivatives: the gradient with respect to ``a`` is the softmax weights
+    ``b * exp(a - logsumexp)``, exactly 0 at ``-inf`` entries; a slice of only ``-inf`` (value
+    ``-inf``) has gradient 0, not NaN. Entries with ``b == 0`` count as absent, so the
+    gradients with respect to them (``a`` and ``b``) are 0, as in JAX.
+
     Args:
         a: input array, shape ``(*dims)``; integers are promoted to float32. float16 / bfloat16
             are computed in float32 and rounded back.
@@ -397,6 +418,12 @@ def logsumexp(a, /, axis=None, b=None, keepdims=False, return_sign=False):
     xr = snp.real(xc) if dtypes.is_complex(acc) else xc
     m = apply(reduce_max_p, xr, axes, True)
     m = snp.where(snp.isfinite(m), m, const(0, racc))
+    # Derivatives: the result does not depend on the shift m, so it is held constant (the
+    # gradient is then exactly the softmax weights, with exact zeros at -inf entries); a slice
+    # whose sum is 0 (all -inf) gives -inf with gradient 0 instead of 0 * (1 / 0) = NaN.
+    traced = not (type(xc) is Array and current_trace() is EVAL_TRACE)
+    if traced:
+        m = stop_gradient_p.bind(m)
     e = snp.exp(snp.subtract(xc, m))
     if b is not None:
         e = snp.multiply(wc, e)
@@ -409,9 +436,19 @@ def logsumexp(a, /, axis=None, b=None, keepdims=False, return_sign=False):
             sgn = snp.divide(s, cast(mag, acc))
         else:
             sgn = snp.sign(s)
-        out = snp.add(snp.log(mag), m)
+        out = snp.add(_guarded_log(mag, traced), m)
         return cast(out, dtypes.real_dtype(res)), cast(sgn, res)
-    return cast(snp.add(snp.log(s), m), res)
+    return cast(snp.add(_guarded_log(s, traced), m), res)
+
+
+def _guarded_log(s, traced):
+    """``log(s)``; where ``s == 0`` the value is -inf (as log gives) with a zero derivative."""
+    snp = _ns()
+    if not traced:
+        return snp.log(s)
+    zero = snp.equal(s, 0)
+    safe = snp.where(zero, const(1, s.dtype), s)
+    return snp.where(zero, const(-np.inf, s.dtype), snp.log(safe))
 
 
 # ---- whole-array comparisons -------------------------------------------------------------------

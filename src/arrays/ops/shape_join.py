@@ -14,7 +14,7 @@ from ..convert import operand
 from .convert_element_type import convert_element_type
 from .elementwise_family import promote_operands
 from .shape_lax import (
-    _static_ints, broadcast_in_dim, normalize_axis, rev, slice_in_dim,
+    _static_ints, broadcast_in_dim, iota, normalize_axis, rev, slice_in_dim,
 )
 from .shape_lax import concatenate as lax_concatenate
 from .shape_lax import pad as lax_pad
@@ -284,7 +284,17 @@ def unstack(x, /, *, axis=0):
 
 # ---- pad ------------------------------------------------------------------------------------
 
-_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "empty")
+_PAD_MODES = ("constant", "edge", "reflect", "symmetric", "wrap", "empty", "linear_ramp",
+              "maximum", "minimum", "mean", "median")
+_PAD_KWARGS = {"constant": {"constant_values"}, "reflect": {"reflect_type"},
+               "symmetric": {"reflect_type"}, "linear_ramp": {"end_values"},
+               "maximum": {"stat_length"}, "minimum": {"stat_length"}, "mean": {"stat_length"},
+               "median": {"stat_length"}}
+
+
+def _snp():
+    from .. import numpy as snp  # arithmetic and reductions live in other families
+    return snp
 
 
 def _pairs(op, name, value, ndim, kind):
@@ -299,6 +309,14 @@ def _pairs(op, name, value, ndim, kind):
                          f"pair per axis of an array of ndim {ndim}") from None
 
 
+def _stat_pairs(op, value, ndim):
+    """``stat_length`` as one (before, after) pair per axis; None means the whole axis."""
+    if value is None:
+        return [[None, None]] * ndim
+    pairs = _pairs(op, "stat_length", value, ndim, "int")
+    if any(v < 0 for pair in pairs for v in pair):
+        raise ValueError(f"{op}: stat_length must be non-negative, got {value!r}")
+    return pairs
 def _pad_scalar(op, value, x):
     """``value`` as a 0-d operand of x's dtype and weak type (NumPy casts the constant)."""
     dt = x.dtype
@@ -345,23 +363,33 @@ def _gather_runs(x, idx, axis):
 
 
 def pad(array, pad_width, mode="constant", **kwargs):
-    """Pads an array (NumPy ``pad``).
+    """Pads an array (NumPy ``pad``, all of NumPy's string modes).
+
+    Axes are padded one after the other (axis 0 first), each mode reading the array as padded
+    so far, so corners follow NumPy exactly.
 
     Args:
         array: array of shape ``(d0, ..., dn-1)``.
         pad_width: int, ``(before, after)``, or one ``(before_i, after_i)`` per axis
             (non-negative ints).
-        mode: "constant" (``constant_values``, default 0, a scalar or per-axis pairs, cast to
-            the array's dtype), "edge", "reflect", "symmetric", "wrap" (NumPy meanings, pads
-            longer than the axis included), or "empty" (filled with zeros here).
-        reflect_type: "even" only (for reflect / symmetric).
+        mode: "constant" (``constant_values``, default 0: a scalar, a 0-d array, or per-axis
+            pairs, cast to the array's dtype); "edge"; "reflect" / "symmetric" (mirror without /
+            with the edge value; ``reflect_type="odd"`` mirrors ``2 * edge - x``); "wrap";
+            "linear_ramp" (from ``end_values``, default 0, to the edge value, computed in
+            float64 / complex128 as NumPy and floored for integer dtypes); "maximum",
+            "minimum", "mean", "median" (the statistic of the ``stat_length`` values nearest
+            each edge, default the whole axis; rounded half-to-even for integer dtypes); or
+            "empty" (zeros here). Pads longer than the axis follow NumPy (repeated reflections).
+        **kwargs: ``constant_values``, ``end_values``, ``stat_length``, ``reflect_type``
+            ("even" or "odd"), each only with the modes above.
     Returns:
         Array of shape ``(d0 + before_0 + after_0, ...)``, same dtype.
     Raises:
-        ValueError: negative widths, widths that do not broadcast to ``(ndim, 2)``, an unknown
-            mode or keyword, or a non-constant mode extending an empty axis.
-        NotImplementedError: modes "linear_ramp", "maximum", "mean", "median", "minimum",
-            callables, and reflect_type="odd".
+        ValueError: negative widths or stat lengths, values that do not broadcast to
+            ``(ndim, 2)``, an unknown mode, keyword or reflect_type, a non-constant mode
+            extending an empty axis, or ``stat_length=0`` with "maximum" / "minimum".
+        TypeError: a callable mode (NumPy's callables write into the array in place; Starling
+            arrays are immutable), or "median" of a complex array (no order).
     """
     op = "pad"
     x = operand(array, op)
@@ -369,31 +397,193 @@ def pad(array, pad_width, mode="constant", **kwargs):
     widths = _pairs(op, "pad_width", pad_width, ndim, "int")
     if any(v < 0 for pair in widths for v in pair):
         raise ValueError(f"{op}: pad widths must be non-negative, got {pad_width!r}")
+    if callable(mode):
+        raise TypeError(f"{op}: callable modes are not supported (NumPy's pad callables modify "
+                        "the array in place, and Starling arrays are immutable); supported "
+                        f"modes: {', '.join(_PAD_MODES)}")
     if not isinstance(mode, str) or mode not in _PAD_MODES:
-        if mode in ("linear_ramp", "maximum", "mean", "median", "minimum") or callable(mode):
-            raise NotImplementedError(f"{op}: mode {mode!r} is not supported; supported modes: "
-                                      f"{', '.join(_PAD_MODES)}")
         raise ValueError(f"{op}: unknown mode {mode!r}; supported modes: {', '.join(_PAD_MODES)}")
-    allowed = {"constant": {"constant_values"}, "reflect": {"reflect_type"},
-               "symmetric": {"reflect_type"}}.get(mode, set())
-    extra = set(kwargs) - allowed
+    extra = set(kwargs) - _PAD_KWARGS.get(mode, set())
     if extra:
         raise ValueError(f"{op}: unsupported keyword(s) {sorted(extra)} for mode {mode!r}")
     if mode in ("constant", "empty"):
         return _pad_constant(x, widths, kwargs.get("constant_values", 0))
-    if kwargs.get("reflect_type", "even") != "even":
-        raise NotImplementedError(f"{op}: reflect_type={kwargs['reflect_type']!r} is not "
-                                  "supported (only 'even')")
+    reflect_type = kwargs.get("reflect_type", "even")
+    if reflect_type not in ("even", "odd"):
+        raise ValueError(f"{op}: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    if mode == "median" and dtypes.is_complex(x.dtype):
+        raise TypeError(f"{op}: mode 'median' needs an ordered dtype, got {x.dtype}")
+    if x.size == 0:
+        # NumPy: only constant / empty can extend an empty axis; other axes pad to size 0.
+        for ax, (lo, hi) in enumerate(widths):
+            if x.shape[ax] == 0 and (lo or hi):
+                raise ValueError(f"{op}: can't extend empty axis {ax} of shape "
+                                 f"{tuple(x.shape)} using modes other than 'constant' or 'empty'")
+        return _pad_constant(x, widths, 0)
+    if mode == "linear_ramp":
+        ends = kwargs.get("end_values", 0)
+        if not (isinstance(ends, (Array, Tracer)) and ends.ndim == 0):
+            ends = _pairs(op, "end_values", ends, ndim, "any")
+        for ax, (lo, hi) in enumerate(widths):
+            pair = (ends, ends) if isinstance(ends, (Array, Tracer)) else ends[ax]
+            x = _pad_ramp(x, ax, lo, hi, pair)
+        return x
+    if mode in ("maximum", "minimum", "mean", "median"):
+        lengths = _stat_pairs(op, kwargs.get("stat_length"), ndim)
+        for ax, (lo, hi) in enumerate(widths):
+            x = _pad_stat(x, ax, lo, hi, lengths[ax], mode)
+        return x
     for ax, (lo, hi) in enumerate(widths):
         if lo == 0 and hi == 0:
             continue
         n = x.shape[ax]
-        if n == 0:
-            raise ValueError(f"{op}: can't extend empty axis {ax} of shape {tuple(x.shape)} "
-                             "using modes other than 'constant' or 'empty'")
+        if reflect_type == "odd" and mode in ("reflect", "symmetric") and n > 1:
+            x = _pad_reflect_odd(x, ax, lo, hi, mode == "symmetric")
+            continue
         idx = np.pad(np.arange(n), (lo, hi), mode=mode).tolist()  # static indices only
         x = _gather_runs(x, idx, ax)
     return x
+
+
+def _join3(left, mid, right, ax):
+    parts = [p for p in (left, mid, right) if p is not None]
+    return lax_concatenate(parts, ax) if len(parts) > 1 else mid
+
+
+def _edge_of(x, ax, first):
+    n = x.shape[ax]
+    return slice_in_dim(x, 0, 1, 1, ax) if first else slice_in_dim(x, n - 1, n, 1, ax)
+
+
+def _odd_mirror(edge, chunk):
+    """``2 * edge - chunk`` in the array's dtype (integers wrap as in NumPy; bool goes through
+    int64 and back to ``!= 0``, as NumPy's assignment does)."""
+    snp = _snp()
+    dt = chunk.dtype
+    if dt == dtypes.bool_:
+        e = convert_element_type(edge, dtypes.int64, False)
+        c = convert_element_type(chunk, dtypes.int64, False)
+        return convert_element_type(snp.subtract(snp.multiply(e, 2), c), dt, False)
+    return snp.subtract(snp.multiply(edge, 2), chunk)
+
+
+def _pad_reflect_odd(x, ax, lo, hi, symmetric):
+    # NumPy's algorithm: while pad remains, mirror a chunk of the values filled so far (at most
+    # a whole number of periods of the original axis) on each side, negated about the current
+    # edge. Longer pads therefore keep extrapolating, as NumPy's do.
+    n = x.shape[ax]
+    while lo > 0 or hi > 0:
+        m = x.shape[ax]
+        span = (m // n * n) if symmetric else ((m - 1) // (n - 1) * (n - 1))
+        off = 0 if symmetric else 1
+        left = right = None
+        if lo > 0:
+            c = min(span, lo)
+            chunk = rev(slice_in_dim(x, off, off + c, 1, ax), (ax,))
+            left = _odd_mirror(_edge_of(x, ax, True), chunk)
+            lo -= c
+        if hi > 0:
+            c = min(span, hi)
+            chunk = rev(slice_in_dim(x, m - off - c, m - off, 1, ax), (ax,))
+            right = _odd_mirror(_edge_of(x, ax, False), chunk)
+            hi -= c
+        x = _join3(left, x, right, ax)
+    return x
+
+
+def _ramp_dtype(dt):
+    return dtypes.complex128 if dtypes.is_complex(dt) else dtypes.float64
+
+
+def _ramp(x, ax, width, end, edge, outward):
+    """NumPy's ``linspace(end, edge, width, endpoint=False)`` along ``ax`` (reversed when
+    ``outward``), in float64 / complex128, then floored (integer dtypes) and cast to x's dtype."""
+    snp = _snp()
+    dt = x.dtype
+    cdt = _ramp_dtype(dt)
+    edge = convert_element_type(edge, cdt, False)
+    end = _pad_scalar("pad", end, wrap(np.zeros((), cdt), False))
+    delta = snp.subtract(edge, end)
+    step = snp.divide(delta, width)
+    shape = [1] * x.ndim
+    shape[ax] = width
+    k = iota(cdt, tuple(shape), ax)
+    # NumPy switches to (k / width) * delta when any step is exactly 0 (denormal handling);
+    # both forms are computed and the same one is selected, so integer floors agree with it.
+    y = snp.where(snp.any(snp.equal(step, 0)), snp.multiply(snp.divide(k, width), delta),
+                  snp.multiply(k, step))
+    y = snp.add(y, end)
+    if outward:
+        y = rev(y, (ax,))
+    if dtypes.is_integer(dt):
+        y = snp.floor(y)
+    return convert_element_type(y, dt, x.weak_type)
+
+
+def _pad_ramp(x, ax, lo, hi, ends):
+    left = right = None
+    if lo > 0:
+        left = _ramp(x, ax, lo, ends[0], _edge_of(x, ax, True), False)
+    if hi > 0:
+        right = _ramp(x, ax, hi, ends[1], _edge_of(x, ax, False), True)
+    return _join3(left, x, right, ax)
+
+
+def _side_stat(x, ax, start, length, mode):
+    snp = _snp()
+    part = slice_in_dim(x, start, start + length, 1, ax)
+    dt = x.dtype
+    if mode == "maximum":
+        return snp.max(part, axis=ax, keepdims=True)
+    if mode == "minimum":
+        return snp.min(part, axis=ax, keepdims=True)
+    exact = dtypes.is_integer(dt) or dt == dtypes.bool_
+    if exact:
+        part = convert_element_type(part, dtypes.float64, False)
+    if mode == "mean" or length == 0:
+        r = snp.mean(part, axis=ax, keepdims=True)
+    else:
+        r = _median(part, ax)
+    if dtypes.is_integer(dt):
+        r = snp.round(r)
+    return convert_element_type(r, dt, x.weak_type)
+
+
+def _median(part, ax):
+    """NumPy's median along ``ax`` (keepdims): the mean of the one or two middle values of the
+    sorted slice (so ``median([inf, inf])`` is inf), NaN if the slice holds a NaN."""
+    snp = _snp()
+    n = part.shape[ax]
+    s = snp.sort(part, axis=ax)  # NaNs sort last
+    mid = slice_in_dim(s, (n - 1) // 2, n // 2 + 1, 1, ax)
+    r = snp.mean(mid, axis=ax, keepdims=True) if n % 2 == 0 else mid
+    if dtypes.is_inexact(part.dtype):
+        last = slice_in_dim(s, n - 1, n, 1, ax)
+        r = snp.where(snp.isnan(last), last, r)
+    return r
+
+
+def _pad_stat(x, ax, lo, hi, lengths, mode):
+    n = x.shape[ax]
+    ln, rn = (n if v is None else min(v, n) for v in lengths)
+    if (ln == 0 or rn == 0) and mode in ("maximum", "minimum"):
+        raise ValueError(f"pad: stat_length of 0 yields no value for padding (mode {mode!r}, "
+                         f"axis {ax})")
+    left = right = None
+    if lo > 0:
+        left = _side_stat(x, ax, 0, ln, mode)
+    if hi > 0:
+        right = left if (ln == rn == n and left is not None) else _side_stat(x, ax, n - rn, rn,
+                                                                              mode)
+    left = None if left is None else _widen(left, ax, lo)
+    right = None if right is None else _widen(right, ax, hi)
+    return _join3(left, x, right, ax)
+
+
+def _widen(v, ax, width):
+    shape = list(v.shape)
+    shape[ax] = width
+    return broadcast_in_dim(v, tuple(shape), tuple(range(len(shape))))
 
 
 def _pad_constant(x, widths, constant_values):

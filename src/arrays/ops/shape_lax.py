@@ -34,8 +34,10 @@ import numpy as np
 from ...core import dtypes
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
+from ...core.ad_util import Zero, is_undefined, tangent_aval
 from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
 from ..array import Array, wrap
+from . import rules as R
 from .axes import AxisError, normalize_axes, normalize_axis  # noqa: F401  (re-used by shape.py)
 
 
@@ -99,6 +101,50 @@ def _eager(x):
     return type(x) is Array and current_trace() is EVAL_TRACE
 
 
+# ---- transformation rule helpers ---------------------------------------------------------------
+# All nine primitives but iota are linear data movement: the JVP applies the primitive to the
+# tangents, the transpose moves the cotangent back, and a batch rule threads the batch axis
+# through the static params (one batched call, no loop over the batch).
+
+def _linear(prim, transpose):
+    """Declares ``prim`` linear in all its operands: jvp = prim of the tangents (Zero in, Zero
+    out; integer / bool outputs have float0 tangents), and its ``transpose`` rule."""
+    def jvp(primals, tangents, **params):
+        ans = prim.bind(*primals, **params)
+        if all(type(t) is Zero for t in tangents) or not dtypes.is_inexact(ans.dtype):
+            return ans, Zero(tangent_aval(ans.aval))
+        return ans, prim.bind(*[R.instantiate(t) for t in tangents], **params)
+    prim.jvp = jvp
+    prim.transpose = transpose
+    prim.is_linear = True
+
+
+def _zero_ct(x):
+    return Zero(tangent_aval(x.aval))
+
+
+def _zero(dt):
+    """A 0-d zero of ``dt`` (the padding value of transposed slices)."""
+    return wrap(np.zeros((), dt), False)
+
+
+def _phys(axes, bdim):
+    """Per-example axes as axes of the batched value whose batch axis is ``bdim``."""
+    return tuple(a + (a >= bdim) for a in axes)
+
+
+def _to_front(x, d, size):
+    """The batch axis of ``x`` first; an unbatched ``x`` (``d`` None) is broadcast to ``size``."""
+    if d is None:
+        return broadcast_in_dim(x, (size,) + tuple(x.shape), tuple(range(1, x.ndim + 1)))
+    return R.move_axis(x, d, 0)
+
+
+def _reduce_sum(x, axes):
+    from .reductions import apply, reduce_sum_p  # reductions imports this module
+    return apply(reduce_sum_p, x, tuple(axes), False)
+
+
 # ---- reshape ----------------------------------------------------------------------------------
 
 reshape_p = Primitive("reshape", family="shape")
@@ -133,6 +179,21 @@ def reshape(x, new_sizes):
             _reshape_abstract(x, new_sizes=new_sizes)  # raises the size-mismatch error
         return wrap(np.reshape(x._buf, new_sizes), x._weak)
     return reshape_p.bind(x, new_sizes=new_sizes)
+
+
+def _reshape_transpose(ct, x, *, new_sizes):
+    if type(ct) is Zero:
+        return [_zero_ct(x)]
+    return [reshape(ct, x.aval.shape)]
+
+
+def _reshape_batch(args, dims, *, new_sizes):
+    x = R.move_axis(args[0], dims[0], 0)
+    return reshape(x, (x.shape[0],) + tuple(new_sizes)), 0
+
+
+_linear(reshape_p, _reshape_transpose)
+reshape_p.batch = _reshape_batch
 
 
 # ---- broadcast_in_dim -------------------------------------------------------------------------
@@ -190,6 +251,29 @@ def broadcast_in_dim(x, shape, broadcast_dimensions):
     return broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=broadcast_dimensions)
 
 
+def _bid_transpose(ct, x, *, shape, broadcast_dimensions):
+    # Sum over the output dims that broadcasting created: the new ones and the size-1 operand
+    # dims that were stretched; the reshape restores those size-1 dims.
+    if type(ct) is Zero:
+        return [_zero_ct(x)]
+    in_shape = tuple(x.aval.shape)
+    summed = [d for d in range(len(shape)) if d not in broadcast_dimensions]
+    summed += [d for i, d in enumerate(broadcast_dimensions)
+               if in_shape[i] == 1 and shape[d] != 1]
+    out = _reduce_sum(ct, sorted(summed)) if summed else ct
+    return [reshape(out, in_shape)]
+
+
+def _bid_batch(args, dims, *, shape, broadcast_dimensions):
+    x = R.move_axis(args[0], dims[0], 0)
+    return broadcast_in_dim(x, (x.shape[0],) + tuple(shape),
+                            (0,) + tuple(d + 1 for d in broadcast_dimensions)), 0
+
+
+_linear(broadcast_in_dim_p, _bid_transpose)
+broadcast_in_dim_p.batch = _bid_batch
+
+
 # ---- transpose --------------------------------------------------------------------------------
 
 transpose_p = Primitive("transpose", family="shape")
@@ -217,6 +301,26 @@ def transpose(x, permutation):
     return transpose_p.bind(x, permutation=permutation)
 
 
+def _transpose_transpose(ct, x, *, permutation):
+    if type(ct) is Zero:
+        return [_zero_ct(x)]
+    inverse = [0] * len(permutation)
+    for i, p in enumerate(permutation):
+        inverse[p] = i
+    return [transpose(ct, tuple(inverse))]
+
+
+def _transpose_batch(args, dims, *, permutation):
+    # One transpose: the batch axis goes first, the others follow the permutation.
+    (x,), (d,) = args, dims
+    rest = [i for i in range(x.ndim) if i != d]
+    return transpose(x, (d,) + tuple(rest[p] for p in permutation)), 0
+
+
+_linear(transpose_p, _transpose_transpose)
+transpose_p.batch = _transpose_batch
+
+
 # ---- squeeze ----------------------------------------------------------------------------------
 
 squeeze_p = Primitive("squeeze", family="shape")
@@ -242,6 +346,22 @@ def squeeze(x, dimensions):
     if not dimensions:
         return x
     return squeeze_p.bind(x, dimensions=dimensions)
+
+
+def _squeeze_transpose(ct, x, *, dimensions):
+    if type(ct) is Zero:
+        return [_zero_ct(x)]
+    return [reshape(ct, x.aval.shape)]
+
+
+def _squeeze_batch(args, dims, *, dimensions):
+    (x,), (d,) = args, dims
+    phys = _phys(dimensions, d)
+    return squeeze(x, phys), d - sum(1 for a in phys if a < d)
+
+
+_linear(squeeze_p, _squeeze_transpose)
+squeeze_p.batch = _squeeze_batch
 
 
 def expand_dims(x, dimensions):
@@ -275,6 +395,21 @@ def rev(x, dimensions):
     if not dimensions:
         return x
     return rev_p.bind(x, dimensions=dimensions)
+
+
+def _rev_transpose(ct, x, *, dimensions):
+    if type(ct) is Zero:
+        return [_zero_ct(x)]
+    return [rev(ct, dimensions)]
+
+
+def _rev_batch(args, dims, *, dimensions):
+    (x,), (d,) = args, dims
+    return rev(x, _phys(dimensions, d)), d
+
+
+_linear(rev_p, _rev_transpose)
+rev_p.batch = _rev_batch
 
 
 # ---- concatenate ------------------------------------------------------------------------------
@@ -323,6 +458,31 @@ def concatenate(operands, dimension):
             raise
         return wrap(out, all(x._weak for x in operands))
     return concatenate_p.bind(*operands, dimension=dimension)
+
+
+def _concat_transpose(ct, *xs, dimension):
+    # Each linear operand gets the slice of the cotangent it filled.
+    out, start = [], 0
+    for x in xs:
+        n = x.aval.shape[dimension]
+        if not is_undefined(x):
+            out.append(None)
+        elif type(ct) is Zero:
+            out.append(_zero_ct(x))
+        else:
+            out.append(slice_in_dim(ct, start, start + n, 1, dimension))
+        start = start + n
+    return out
+
+
+def _concat_batch(args, dims, *, dimension):
+    size = R.batch_size(args, dims)
+    xs = [_to_front(x, d, size) for x, d in zip(args, dims)]
+    return concatenate(xs, dimension + 1), 0
+
+
+_linear(concatenate_p, _concat_transpose)
+concatenate_p.batch = _concat_batch
 
 
 # ---- pad --------------------------------------------------------------------------------------
@@ -389,6 +549,52 @@ def pad(x, padding_value, padding_config):
                          f"{_shape_str(shape)}: need one (lo, hi, interior >= 0) per dim and "
                          "non-negative padded sizes")
     return pad_p.bind(x, padding_value, padding_config=padding_config)
+
+
+def _pad_mask(shape, padding_config):
+    """Static bool array: True where ``pad`` writes the padding value."""
+    return _pad_impl(np.zeros(shape, bool), np.True_, padding_config=padding_config)
+
+
+def _pad_transpose(ct, x, padding_value, *, padding_config):
+    # pad is linear in (x, padding_value) jointly. The operand's cotangent: undo the edges (a
+    # pad by (-lo, -hi) crops what was added and restores what was cropped, as zeros), then a
+    # strided slice skips the interior padding. The padding value's: the sum of the cotangent
+    # over the padded positions (a select with a static mask: exact, no cancellation).
+    px, pv = is_undefined(x), is_undefined(padding_value)
+    if type(ct) is Zero:
+        return [_zero_ct(x) if px else None, _zero_ct(padding_value) if pv else None]
+    ct_x = ct_v = None
+    if px:
+        unpadded = pad(ct, _zero(ct.dtype), [(-lo, -hi, 0) for lo, hi, _ in padding_config])
+        ct_x = static_slice(unpadded, (0,) * len(padding_config), tuple(unpadded.shape),
+                            tuple(i + 1 for _, _, i in padding_config))
+    if pv:
+        from .math_select import where
+        mask = wrap(_pad_mask(tuple(x.aval.shape), padding_config), False)
+        ct_v = _reduce_sum(where(mask, ct, _zero(ct.dtype)), range(len(padding_config)))
+    return [ct_x, ct_v]
+
+
+def _pad_batch(args, dims, *, padding_config):
+    (x, v), (dx, dv) = args, dims
+    if dv is None:
+        cfg = list(padding_config)
+        cfg.insert(dx, (0, 0, 0))
+        return pad(x, v, cfg), dx
+    # A batched padding value (one per example): pad with zeros, then select it in the padded
+    # positions (a static mask).
+    from .math_select import where
+    size = R.batch_size(args, dims)
+    x = _to_front(x, dx, size)
+    padded = pad(x, _zero(x.dtype), ((0, 0, 0),) + tuple(padding_config))
+    mask = wrap(_pad_mask(tuple(x.shape[1:]), padding_config), False)
+    fill = broadcast_in_dim(R.move_axis(v, dv, 0), tuple(padded.shape), (0,))
+    return where(mask, fill, padded), 0
+
+
+_linear(pad_p, _pad_transpose)
+pad_p.batch = _pad_batch
 
 
 # ---- slice ------------------------------------------------------------------------------------
@@ -464,6 +670,32 @@ def slice_in_dim(x, start, limit, stride=1, axis=0):
     return static_slice(x, starts, limits, strides)
 
 
+def _slice_transpose(ct, x, *, start_indices, limit_indices, strides):
+    # Scatter the cotangent back with zeros: edges (start, the rest) and stride - 1 between.
+    if type(ct) is Zero:
+        return [_zero_ct(x)]
+    strides = strides or (1,) * len(start_indices)
+    config = []
+    for n, s, k, m in zip(x.aval.shape, start_indices, strides, ct.shape):
+        used = (m - 1) * k + 1 if m else 0
+        config.append((s, n - s - used, k - 1))
+    return [pad(ct, _zero(ct.dtype), config)]
+
+
+def _slice_batch(args, dims, *, start_indices, limit_indices, strides):
+    (x,), (d,) = args, dims
+    starts, limits = list(start_indices), list(limit_indices)
+    starts.insert(d, 0)
+    limits.insert(d, x.shape[d])
+    if strides is not None:
+        strides = tuple(strides[:d]) + (1,) + tuple(strides[d:])
+    return static_slice(x, starts, limits, strides), d
+
+
+_linear(slice_p, _slice_transpose)
+slice_p.batch = _slice_batch
+
+
 # ---- iota -------------------------------------------------------------------------------------
 
 iota_p = Primitive("iota", family="shape")
@@ -500,3 +732,13 @@ def iota(dtype, shape, dimension=0):
     shape = tuple(shape)
     _iota_abstract(dtype=dtype, shape=shape, dimension=dimension)  # same errors eagerly
     return iota_p.bind(dtype=dtype, shape=shape, dimension=dimension)
+
+
+def _iota_batch(args, dims, **params):
+    # iota has no operands, so vmap never batches it (BatchTrace binds it on the parent).
+    raise TypeError("iota: has no operands, so there is nothing to batch (internal error: the "
+                    "batch rule of iota should never run)")
+
+
+R.defjvp_zero(iota_p)  # no operands: the output never depends on a differentiated input
+iota_p.batch = _iota_batch

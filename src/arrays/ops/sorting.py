@@ -28,6 +28,7 @@ import operator
 import numpy as np
 
 from ...core import dtypes
+from ...core.ad_util import Zero, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
@@ -36,6 +37,7 @@ from ..convert import operand
 from .axes import normalize_axis
 from .elementwise_family import promote_operands
 from .reductions import _ACC32, _F32, _ns
+from .shape_lax import concatenate as lax_concatenate, slice_in_dim
 
 __all__ = ["sort", "argsort", "searchsorted", "top_k", "unique", "unique_values",
            "unique_counts", "unique_inverse", "unique_all"]
@@ -102,6 +104,101 @@ top_k_p.impl = _top_k_impl
 top_k_p.abstract_eval = _top_k_abstract_eval
 top_k_p.weak_type = lambda w, *, k: [w, False]
 
+
+
+# ---- transformation rules ----------------------------------------------------------------------
+#
+# sort: the tangent is permuted like the values: t gathered along the stable sort order (ties
+#   keep their original order, so each tied output takes the tangent of the entry it came from).
+# top_k: the values' tangent is t gathered at the returned indices (the first index of ties).
+# argsort / searchsorted: integer outputs, zero tangents.
+# Batch rules: the batch axis stays put and ``axis`` is renumbered around it (top_k works on
+#   the last axis, so a batch axis there is moved to the front); searchsorted with a batched
+#   sorted array counts, per example, the elements before each value with one stable argsort.
+
+def _sort_jvp(primals, tangents, *, axis, descending):
+    x, = primals
+    t, = tangents
+    ans = sort_p.bind(x, axis=axis, descending=descending)
+    if type(t) is Zero or not dtypes.is_inexact(x.dtype):
+        return ans, Zero(tangent_aval(ans.aval))
+    order = argsort_p.bind(x, axis=axis, descending=descending)
+    return ans, _ns().take_along_axis(t, order, axis=axis)
+
+
+def _top_k_jvp(primals, tangents, *, k):
+    x, = primals
+    t, = tangents
+    values, indices = top_k_p.bind(x, k=k)
+    zero_i = Zero(tangent_aval(indices.aval))
+    if type(t) is Zero or not dtypes.is_inexact(x.dtype):
+        return [values, indices], [Zero(tangent_aval(values.aval)), zero_i]
+    return [values, indices], [_ns().take_along_axis(t, indices, axis=-1), zero_i]
+
+
+def _axis_batch(prim):
+    def rule(args, dims, *, axis, descending):
+        d = dims[0]
+        return prim.bind(args[0], axis=axis + (axis >= d), descending=descending), d
+    prim.batch = rule
+    return rule
+
+
+def _top_k_batch(args, dims, *, k):
+    x, d = args[0], dims[0]
+    if d == x.ndim - 1:
+        x, d = _ns().moveaxis(x, d, 0), 0
+    return top_k_p.bind(x, k=k), [d, d]
+
+
+def _inverse_perm_ranks(x):
+    """Rank of every entry of ``x`` along its last axis in the stable ascending order."""
+    last = x.ndim - 1
+    order = argsort_p.bind(x, axis=last, descending=False)
+    return argsort_p.bind(order, axis=last, descending=False)
+
+
+def _searchsorted_batch(args, dims, *, side):
+    a, v = args
+    da, dv = dims
+    if da is None:
+        return searchsorted_p.bind(a, v, side=side), dv  # elementwise in v: the axis stays
+    snp = _ns()
+    a = snp.moveaxis(a, da, 0)  # (B, n)
+    size, n = a.shape
+    if dv is None:
+        v = snp.broadcast_to(v, (size,) + tuple(v.shape))
+    else:
+        v = snp.moveaxis(v, dv, 0)
+    vshape = tuple(v.shape[1:])
+    m = 1
+    for s in vshape:
+        m *= s
+    vf = snp.reshape(v, (size, m))
+    # In the stable order of [v, a] ("left") or [a, v] ("right"), the entries before v_i are the
+    # a_j < v_i (resp. <= v_i) plus the v_k before v_i in v's own stable order.
+    if side == "left":
+        joined, start = lax_concatenate([vf, a], 1), 0
+    else:
+        joined, start = lax_concatenate([a, vf], 1), n
+    ranks = slice_in_dim(_inverse_perm_ranks(joined), start, start + m, axis=1)
+    out = snp.subtract(ranks, _inverse_perm_ranks(vf))
+    return snp.reshape(out, (size,) + vshape), 0
+
+
+def _declare_rules():
+    from . import rules as R
+    sort_p.jvp = _sort_jvp
+    top_k_p.jvp = _top_k_jvp
+    R.defjvp_zero(argsort_p)
+    R.defjvp_zero(searchsorted_p)
+    _axis_batch(sort_p)
+    _axis_batch(argsort_p)
+    top_k_p.batch = _top_k_batch
+    searchsorted_p.batch = _searchsorted_batch
+
+
+_declare_rules()
 
 # ---- public ------------------------------------------------------------------------------------
 
