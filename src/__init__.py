@@ -38,3 +38,4 @@ from .transforms.stage import eval_shape, make_ir  # noqa: E402,F401
 from .transforms.vmap import vmap  # noqa: E402,F401
 from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401,A004
 from . import test_util  # noqa: E402,F401
+from .transforms.compile import compile, jit, set_default_backend  # noqa: E402,F401,A004

@@ -250,3 +250,10 @@ def test_constants_are_immutable_views():
     z = snp.zeros((3, 3))
     buf = np.asarray(z)
     assert not buf.flags.writeable
+
+
+def test_indices_bool_dtype_error_names_indices():
+    with pytest.raises(TypeError, match="indices: dtype must be numeric"):
+        snp.indices((2, 3), dtype=bool)
+    with pytest.raises(TypeError, match="indices: dtype must be numeric"):
+        snp.indices((2,), dtype=bool, sparse=True)

@@ -221,8 +221,8 @@ def test_std_at_zero_variance_has_zero_gradient():
 def test_mean_and_median_gradients():
     x = np.array([[3.0, 1.0, 2.0], [0.5, 4.0, -1.0]])
     _close(grad(lambda x: snp.sum(snp.mean(x, axis=0)))(_a(x)), np.full((2, 3), 0.5))
-    _close(grad(lambda x: snp.median(x))(_a(x)), [[0, 0, 0.5], [0, 0, 0]] if False else
-           np.where(np.isin(x, [1.0, 2.0]), 0.5, 0.0))
+    # even count: the two middle values (1 and 2) share the gradient
+    _close(grad(lambda x: snp.median(x))(_a(x)), np.where(np.isin(x, [1.0, 2.0]), 0.5, 0.0))
     _close(grad(lambda x: snp.sum(snp.median(x, axis=1)))(_a(x)), [[0, 0, 1], [1, 0, 0]])
 
 
@@ -397,3 +397,19 @@ def test_grad_of_vmap_and_check_grads_composites():
     _close(g, want)
     check_grads(lambda x: snp.var(x, axis=0) + snp.sum(snp.sort(x, axis=1), axis=0),
                 [np.array([[0.3, 1.7, -0.4], [2.2, -1.1, 0.9]])], order=2)
+
+
+def test_nan_aware_reductions_give_zero_gradient_at_nans():
+    x = np.array([1.0, np.nan, 3.0, 2.0])
+    ok = ~np.isnan(x)
+    y = x[ok]
+    m = y.mean()
+    cases = {
+        "nanmean": np.full(3, 1 / 3), "nansum": np.ones(3), "nanprod": _prod_others(y),
+        "nanvar": 2 * (y - m) / 3, "nanstd": (y - m) / (3 * y.std()),
+        "nanmax": [0, 1, 0], "nanmin": [1, 0, 0],
+    }
+    for name, want in cases.items():
+        g = _np(grad(getattr(snp, name))(_a(x)))
+        assert g[1] == 0, name
+        _close(g[ok], want, rtol=1e-12)

@@ -160,8 +160,20 @@ def test_pad_errors():
         snp.pad(arr((3,)), -1)
     with pytest.raises(ValueError, match="pad: unknown mode 'bogus'"):
         snp.pad(arr((3,)), 1, mode="bogus")
-    with pytest.raises(NotImplementedError, match="pad: mode 'mean' is not supported"):
-        snp.pad(arr((3,)), 1, mode="mean")
+    with pytest.raises(TypeError, match="pad: callable modes are not supported"):
+        snp.pad(arr((3,)), 1, mode=lambda v, w, i, k: None)
+    with pytest.raises(ValueError, match="pad: reflect_type must be 'even' or 'odd'"):
+        snp.pad(arr((3,)), 1, mode="reflect", reflect_type="up")
+    with pytest.raises(ValueError, match="pad: stat_length of 0 yields no value"):
+        snp.pad(arr((3,)), 1, mode="maximum", stat_length=0)
+    with pytest.raises(ValueError, match="pad: stat_length must be non-negative"):
+        snp.pad(arr((3,)), 1, mode="mean", stat_length=(1, -1))
+    with pytest.raises(ValueError, match=r"pad: unsupported keyword\(s\) \['stat_length'\]"):
+        snp.pad(arr((3,)), 1, mode="linear_ramp", stat_length=1)
+    with pytest.raises(TypeError, match="pad: mode 'median' needs an ordered dtype"):
+        snp.pad(arr((3,), np.complex64), 1, mode="median")
+    with pytest.raises(ValueError, match="pad: can't extend empty axis 1"):
+        snp.pad(snp.zeros((2, 0)), ((0, 0), (1, 0)), mode="mean")
     with pytest.raises(ValueError, match="pad: can't extend empty axis 0"):
         snp.pad(snp.zeros((0, 2)), 1, mode="edge")
     with pytest.raises(ValueError, match="pad: pad_width .* cannot be broadcast"):
@@ -178,6 +190,83 @@ def test_traced_static_arguments_raise_concretization_error():
         make_ir(lambda x, r: snp.repeat(x, r))(x, snp.asarray([1, 2, 0]))
     with pytest.raises(ConcretizationError, match="roll: shift must be concrete"):
         make_ir(lambda x, s: snp.roll(x, s))(x, snp.asarray(1))
+
+
+def test_repeat_total_repeat_length():
+    x = arr((3, 2))
+    got = snp.repeat(x, [2, 0, 1], axis=0, total_repeat_length=5)  # extended by the last row
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(x)[[0, 0, 2, 2, 2]])
+    got = snp.repeat(x, 3, total_repeat_length=4)  # cut
+    np.testing.assert_array_equal(np.asarray(got), [0, 0, 0, 1])
+    # traced counts work once the output length is static (one gather), also under vmap
+    f = lambda x, r: snp.repeat(x, r, axis=0, total_repeat_length=4)
+    prog = make_ir(f)(x, snp.asarray([1, 2, 1]))
+    assert {"cumsum", "searchsorted", "gather"} <= set(prims(prog))
+    r = snp.asarray(np.array([[1, 2, 1], [0, 0, 4], [3, 3, 3]]))
+    import starling
+    got = starling.vmap(f, in_axes=(None, 0))(x, r)
+    for k in range(3):
+        want = snp.repeat(x, np.asarray(r)[k], axis=0, total_repeat_length=4)
+        np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want))
+
+
+def test_repeat_total_repeat_length_errors():
+    x = arr((3,))
+    with pytest.raises(ValueError, match="repeat: total_repeat_length must be a non-negative"):
+        snp.repeat(x, 2, total_repeat_length=-1)
+    with pytest.raises(ValueError, match=r"repeat: total_repeat_length=2 needs at least one"):
+        snp.repeat(snp.zeros((0,)), 2, total_repeat_length=2)
+    with pytest.raises(TypeError, match="repeat: repeats must be integers"):
+        make_ir(lambda x, r: snp.repeat(x, r, total_repeat_length=4))(x, snp.asarray([1.0, 2.0,
+                                                                                      0.0]))
+    with pytest.raises(ValueError, match=r"repeat: repeats of shape \(2,\) do not match"):
+        make_ir(lambda x, r: snp.repeat(x, r, total_repeat_length=4))(x, snp.asarray([1, 2]))
+    assert snp.repeat(snp.zeros((0, 2)), 2, axis=0, total_repeat_length=0).shape == (0, 2)
+
+
+def test_pad_modes_corners_and_long_pads_match_numpy():
+    x = np.arange(12, dtype=np.float64).reshape(3, 4) ** 1.5
+    for kw in [dict(mode="reflect", reflect_type="odd"), dict(mode="symmetric",
+                                                              reflect_type="odd"),
+               dict(mode="linear_ramp", end_values=((-1, 2), (3.5, 0))),
+               dict(mode="mean", stat_length=((1, 2), (3, 1))), dict(mode="median"),
+               dict(mode="maximum", stat_length=2), dict(mode="minimum")]:
+        want = np.pad(x, ((5, 9), (7, 2)), **kw)
+        got = snp.pad(snp.asarray(x), ((5, 9), (7, 2)), **kw)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-12, err_msg=str(kw))
+
+
+def test_pad_integer_rounding_and_wraparound_match_numpy():
+    x = np.array([1, 2, 200, 254], np.uint8)
+    for kw in [dict(mode="reflect", reflect_type="odd"), dict(mode="mean", stat_length=2),
+               dict(mode="median", stat_length=(2, 3)), dict(mode="linear_ramp", end_values=7)]:
+        np.testing.assert_array_equal(np.asarray(snp.pad(snp.asarray(x), (3, 6), **kw)),
+                                      np.pad(x, (3, 6), **kw), err_msg=str(kw))
+    # half-to-even: mean(1, 2) = 1.5 -> 2, mean(2, 3) = 2.5 -> 2
+    y = np.array([1, 2, 2, 3], np.int32)
+    np.testing.assert_array_equal(np.asarray(snp.pad(snp.asarray(y), 1, mode="mean",
+                                                     stat_length=2)), [2, 1, 2, 2, 3, 2])
+
+
+def test_pad_modes_trace_and_vmap():
+    import starling
+    xs = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+    for kw in [dict(mode="reflect", reflect_type="odd"), dict(mode="linear_ramp", end_values=2),
+               dict(mode="median", stat_length=3), dict(mode="mean"), dict(mode="maximum")]:
+        f = lambda x, kw=kw: snp.pad(x, ((1, 2), (3, 1)), **kw)
+        got = starling.vmap(f, in_axes=-1)(snp.asarray(xs))
+        want = np.stack([np.pad(xs[..., k], ((1, 2), (3, 1)), **kw) for k in range(5)])
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6, err_msg=str(kw))
+        prog = make_ir(f)(snp.asarray(xs[..., 0]))
+        assert "pad" in prims(prog) or "concatenate" in prims(prog)
+
+
+def test_pad_traced_end_value_and_grad():
+    import starling
+    x = snp.asarray(np.array([1.0, 4.0]))
+    g = starling.grad(lambda e: snp.sum(snp.pad(x, (2, 0), mode="linear_ramp", end_values=e)))
+    # ramp [e, e + (1 - e) / 2]: d/de = 1 + 1/2
+    np.testing.assert_allclose(float(g(snp.asarray(3.0))), 1.5)
 
 
 # ---- semantics --------------------------------------------------------------------------------

@@ -1,0 +1,1 @@
+"""From the shared IR to executables: the pass pipeline and the backends."""

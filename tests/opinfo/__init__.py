@@ -58,6 +58,7 @@ class OpInfo:
     grad_tol: float = 1e-5
     grad_order: int = 2
     vmap: bool = True
+    sorted_args: tuple = ()   # argument positions that must stay sorted in vmap variants
 
     def tol(self, dtype):
         default = {"float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2), "float32": (1e-5, 1e-6),

@@ -93,10 +93,31 @@ def solve_samples(rng, dt):
     return [Sample((mat(rng, a, dt, "dd"), arr(rng, b, dt)), name=f"[{a},{b}]") for a, b in cases]
 
 
+def banded_pd(rng, shape, dt):
+    """Matrices whose read (lower) triangle is Hermitian positive definite AND stays so when
+    the flattened stack is rolled by 1 or 2 places (the vmap test's variants; cholesky raises on
+    a matrix that is not positive definite). An entry's size depends on ``(j - i) mod (n + 1)``:
+    ~100 on the diagonal, ~10 where a roll by 1 brings entries onto the diagonal, ~1 where a roll
+    by 2 does, 0.01 elsewhere; each roll then sees a diagonally dominant matrix (a batch
+    boundary only moves larger values onto a diagonal)."""
+    dt = np.dtype(dt)
+    *batch, n, _ = shape
+    i, j = np.indices((n, n))
+    r = (j - i) % (n + 1)
+    base = np.where(r == 0, 100.0, np.where(r == n, 10.0, np.where(r == n - 1, 1.0, 0.01)))
+    x = base * rng.uniform(1.0, 1.5, size=shape)
+    if dt.kind == "c":
+        x = x + 1j * base * rng.uniform(-0.2, 0.2, size=shape)
+    if dt.kind in "iu":
+        x = np.round(x)
+    return x.astype(dt)
+
+
 def cholesky_samples(rng, dt):
-    out = [Sample((mat(rng, s, dt, "spd"),), name=f"[{s}]")
+    out = [Sample((banded_pd(rng, s, dt),), name=f"[{s}]")
            for s in [(3, 3), (2, 4, 4), (1, 1), (0, 2, 2), (0, 0)]]
-    out.append(Sample((mat(rng, (3, 3), dt, "spd"),), {"upper": True}, name="[upper]"))
+    out.append(Sample((banded_pd(rng, (3, 3), dt),), {"upper": True}, name="[upper]"))
+    out.append(Sample((mat(rng, (2, 3, 3), dt, "spd"),), name="[spd]"))
     return out
 
 
@@ -221,8 +242,66 @@ def _qr(a, mode="reduced"):
     return np.linalg.qr(a, mode=mode)
 
 
+def _phase_of_max(x, axis):
+    """Unit phases that make the entry of largest modulus along ``axis`` real positive."""
+    i = np.expand_dims(np.argmax(np.abs(x), axis=axis), axis)
+    piv = np.take_along_axis(x, i, axis=axis)
+    return piv / np.abs(piv)
+
+
 def _svd(a, full_matrices=True, compute_uv=True):
-    return np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    """NumPy's SVD in Starling's gauge: for complex input each right singular vector (row of
+    Vh) has its entry of largest modulus real positive, U's columns turned to match."""
+    out = np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+    if not compute_uv or not np.iscomplexobj(a) or out[1].size == 0:
+        return out
+    u, s, vh = out
+    k = s.shape[-1]
+    p = _phase_of_max(vh[..., :k, :], -1)
+    vh, u = vh.copy(), u.copy()
+    vh[..., :k, :] *= np.conj(p)
+    u[..., :, :k] *= np.swapaxes(p, -1, -2)
+    return u, s, vh
+
+
+def _eigh(a, UPLO="L"):  # noqa: N803
+    """NumPy's eigh in Starling's gauge: complex eigenvectors have their entry of largest
+    modulus real positive."""
+    w, v = np.linalg.eigh(a, UPLO=UPLO)
+    if np.iscomplexobj(v) and v.size:
+        v = v * np.conj(_phase_of_max(v, -2))
+    return w, v
+
+
+def _nonsingular_first(samples, *, keep_singular=True):
+    """Grad samples: the default choice (finite, non-empty, at most 4), with the singular
+    sample optional (see the dtype-specific reasons at the call sites)."""
+    def pick(rng, dt):
+        out = [x for x in samples(rng, dt) if all(a.size for a in x.args
+                                                  if isinstance(a, np.ndarray))]
+        if not keep_singular(dt):
+            out = [x for x in out if "singular" not in x.name]
+        return out[:4]
+    return pick
+
+
+def _differentiable(samples, bad):
+    """Grad samples: those for which ``bad(sample)`` is False, non-empty, at most 5."""
+    def pick(rng, dt):
+        return [x for x in samples(rng, dt) if not bad(x)
+                and all(a.size for a in x.args if isinstance(a, np.ndarray))][:5]
+    return pick
+
+
+def _tall_complete_qr(x):
+    m, n = x.args[0].shape[-2:]
+    return x.kwargs.get("mode") == "complete" and m > n
+
+
+def _full_nonsquare_or_deficient_svd(x):
+    m, n = x.args[0].shape[-2:]
+    return (x.kwargs.get("full_matrices", True) and x.kwargs.get("compute_uv", True) and m != n) \
+        or "rank1" in x.name
 
 
 def _pinv(a, rtol=None, hermitian=False):
@@ -269,15 +348,26 @@ def _trace_dtype(dt, sample):
 
 L = "linalg."
 register(
-    OpInfo(L + "det", f32ref(_np("det")), WITH_INT, _square_samples(SQUARE), tols=TOLS),
-    OpInfo(L + "slogdet", f32ref(_np("slogdet")), WITH_INT, _square_samples(SQUARE), tols=TOLS),
+    # det: real rank n-1 matrices get exact second derivatives (the SVD branch of the
+    # adjugate); complex ones only first derivatives (documented in linalg_basic.adjugate).
+    OpInfo(L + "det", f32ref(_np("det")), WITH_INT, _square_samples(SQUARE), tols=TOLS,
+           grad_samples=_nonsingular_first(_square_samples(SQUARE),
+                                           keep_singular=lambda dt: dt.kind != "c")),
+    # slogdet is not differentiable at a singular matrix (logabsdet -> -inf).
+    OpInfo(L + "slogdet", f32ref(_np("slogdet")), WITH_INT, _square_samples(SQUARE), tols=TOLS,
+           grad_samples=_nonsingular_first(_square_samples(SQUARE),
+                                           keep_singular=lambda dt: False)),
     OpInfo(L + "inv", f32ref(_np("inv")), WITH_INT, _square_samples(INVERTIBLE), tols=TOLS),
     OpInfo(L + "solve", f32ref(_np("solve")), WITH_INT, solve_samples, tols=TOLS, nin=2),
     OpInfo(L + "cholesky", f32ref(_np("cholesky")), WITH_INT, cholesky_samples, tols=TOLS),
-    OpInfo(L + "qr", f32ref(_qr), FLOAT_C + (np.float16,), qr_samples, tols=TOLS),
-    OpInfo(L + "svd", f32ref(_svd), FLOAT_C + (np.int64,), svd_samples, tols=TOLS),
+    # Derivatives need unique outputs: no complete Q / full U, Vh of a non-square input, no
+    # repeated (zero) singular values.
+    OpInfo(L + "qr", f32ref(_qr), FLOAT_C + (np.float16,), qr_samples, tols=TOLS,
+           grad_samples=_differentiable(qr_samples, _tall_complete_qr)),
+    OpInfo(L + "svd", f32ref(_svd), FLOAT_C + (np.int64,), svd_samples, tols=TOLS,
+           grad_samples=_differentiable(svd_samples, _full_nonsquare_or_deficient_svd)),
     OpInfo(L + "svdvals", f32ref(_np("svdvals")), WITH_INT, svdvals_samples, tols=TOLS),
-    OpInfo(L + "eigh", f32ref(_np("eigh")), FLOAT_C + (np.int64,), eigh_samples, tols=TOLS),
+    OpInfo(L + "eigh", f32ref(_eigh), FLOAT_C + (np.int64,), eigh_samples, tols=TOLS),
     OpInfo(L + "eigvalsh", f32ref(_np("eigvalsh")), WITH_INT, eigh_samples, tols=TOLS),
     OpInfo(L + "pinv", f32ref(_pinv), FLOAT_C + (np.int64,), pinv_samples, tols=TOLS),
     OpInfo(L + "matrix_rank", f32ref(_np("matrix_rank")), FLOAT_C + (np.int64,), rank_samples,

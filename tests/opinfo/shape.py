@@ -130,7 +130,29 @@ def repeat_samples(rng, dt):
     return one(rng, dt, [((5,), (2,), {}), ((2, 3), ([1, 2],), {"axis": 0}),
                          ((2, 3), (3,), {"axis": -1}), ((2, 3), ([0, 1, 2],), {"axis": 1}),
                          ((), (3,), {}), ((0, 3), (2,), {"axis": 1}), ((2, 3), (2,), {}),
-                         ((3,), ([2],), {}), ((4,), ([1, 1, 3, 0],), {})])
+                         ((3,), ([2],), {}), ((4,), ([1, 1, 3, 0],), {})]) + one(rng, dt, [
+        # total_repeat_length (JAX): cut or extended with the last element; array counts are
+        # traced when staged / vmapped (the gather path), static eagerly
+        ((2, 3), (np.array([1, 2]),), {"axis": 0, "total_repeat_length": 4}),
+        ((2, 3), ([1, 0, 2],), {"axis": 1, "total_repeat_length": 5}),
+        ((5,), (2,), {"total_repeat_length": 7}),
+        ((2, 3), (np.array([0, 3, 1]),), {"axis": -1, "total_repeat_length": 2}),
+        ((2, 3), (np.array([2]),), {"total_repeat_length": 9}),
+        ((2, 3), (np.array(1),), {"axis": 0, "total_repeat_length": 0}),
+        ((2, 3), (np.array([3, 0]),), {"axis": 0, "total_repeat_length": 5})])
+
+
+def _repeat_ref(x, repeats, axis=None, total_repeat_length=None):
+    y = np.repeat(x, repeats, axis)
+    if total_repeat_length is None:
+        return y
+    ax = 0 if axis is None else axis
+    src = x.reshape(-1) if axis is None else x
+    m = y.shape[ax]
+    if m >= total_repeat_length:
+        return np.take(y, np.arange(total_repeat_length), ax)
+    last = np.take(src, [src.shape[ax] - 1], ax)
+    return np.concatenate([y, np.repeat(last, total_repeat_length - m, ax)], ax)
 
 
 def _pair_lists(rng, dt, cases):
@@ -300,7 +322,7 @@ register(
     OpInfo("rot90", np.rot90, SOME, rot90_samples),
     OpInfo("roll", np.roll, EVERY, roll_samples),
     OpInfo("tile", np.tile, EVERY, tile_samples),
-    OpInfo("repeat", np.repeat, EVERY, repeat_samples),
+    OpInfo("repeat", _repeat_ref, EVERY, repeat_samples),
     OpInfo("concatenate", np.concatenate, EVERY, concatenate_samples),
     OpInfo("concat", np.concatenate, SOME, concat_samples),
     OpInfo("stack", np.stack, EVERY, stack_samples),

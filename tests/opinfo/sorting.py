@@ -199,7 +199,7 @@ TYPES = ALL + LOW
 register(
     OpInfo("sort", ref_sort, TYPES, sort_samples, grad_samples=sort_grad_samples),
     OpInfo("argsort", ref_argsort, TYPES, sort_samples, differentiable=False),
-    OpInfo("searchsorted", ref_searchsorted, TYPES, searchsorted_samples, nin=2,
+    OpInfo("searchsorted", ref_searchsorted, TYPES, searchsorted_samples, nin=2, sorted_args=(0,),
            differentiable=False),
     OpInfo("top_k", ref_top_k, TYPES, top_k_samples, grad_samples=top_k_grad_samples),
     OpInfo("unique", _low32_unique(np.unique), TYPES, unique_np_samples, eager_only=True,

@@ -453,9 +453,16 @@ def meshgrid(*arrays, copy=True, sparse=False, indexing="xy"):
 def indices(dimensions, dtype=None, sparse=False):
     """Grid indices: an array of shape ``(k, *dimensions)`` whose slice i holds the index along
     dim i (``sparse=True``: a tuple of k arrays with size-1 dims elsewhere). dtype default int64.
+
+    Raises:
+        TypeError: a bool dtype (NumPy allows it only for dims of size <= 2; indices are
+            numbers) or a non-integer dimension. ValueError: a negative dimension.
     """
     dims = _shape_tuple("indices", dimensions)
     dt = _dtype(dtype, dtypes.DEFAULT_INT)
+    if dtypes.is_bool(dt) or dt == dtypes.float0:
+        raise TypeError(f"indices: dtype must be numeric (integer, floating or complex), got "
+                        f"{dt}")
     k = len(dims)
     if sparse:
         out = []

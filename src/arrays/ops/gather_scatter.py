@@ -147,6 +147,16 @@ def _keep(mask, t):
     return choose_p.bind(mask, _const(0, (), t.dtype), t, mode="clip")
 
 
+def _batch_at(x, d, size, pos):
+    """``x`` with its batch axis (``d``; None: unbatched, broadcast to ``size``) at ``pos``."""
+    if d is not None:
+        return R.move_axis(x, d, pos)
+    shape = tuple(x.shape)
+    return shape_lax.broadcast_in_dim(
+        x, shape[:pos] + (size,) + shape[pos:],
+        tuple(range(pos)) + tuple(range(pos + 1, len(shape) + 1)))
+
+
 def _batch_index_shape(idx, dims):
     """Per-example broadcast shape of the index arrays (their batch axes removed)."""
     shapes = [tuple(i.shape) if d is None else tuple(i.shape[:d]) + tuple(i.shape[d + 1:])
@@ -380,7 +390,8 @@ def _scatter_jvp_multiply(ans, x, u, idx, tx, tu, op, mode, unique_indices):
     shape = tuple(x.shape)
     params = dict(mode=mode, unique_indices=unique_indices)
     out = Zero(tangent_aval(ans.aval))
-    prod = scatter_p.bind(_const(1, shape, u.dtype), u, *idx, op="multiply", **params)
+    if type(tx) is not Zero or not unique_indices:
+        prod = scatter_p.bind(_const(1, shape, u.dtype), u, *idx, op="multiply", **params)
     if type(tx) is not Zero:
         out = snp.multiply(tx, prod)
     if type(tu) is not Zero:
@@ -477,15 +488,14 @@ def _scatter_batch(args, dims, *, op, mode, unique_indices):
     if all(d is None for d in didx):
         # Indices shared by all examples: the batch is a window axis right behind the indexed
         # axes of x (and behind the index batch dims of the updates).
-        x = R.move_axis(R.bdim_to_front(x, dx, size), 0, len(idx))
-        u = R.move_axis(R.bdim_to_front(u, du, size), 0, nb)
+        x = _batch_at(x, dx, size, len(idx))
+        u = _batch_at(u, du, size, nb)
         return scatter_p.bind(x, u, *idx, **params), len(idx)
     # Per-example indices: the batch becomes one more leading index (an iota), so examples
     # never collide and each keeps its own duplicate order.
     full = _batched_indices(idx, didx, size, nb)
-    x = R.bdim_to_front(x, dx, size)
-    u = R.bdim_to_front(u, du, size)
-    return scatter_p.bind(x, u, *full, **params), 0
+    return scatter_p.bind(_batch_at(x, dx, size, 0), _batch_at(u, du, size, 0), *full,
+                          **params), 0
 
 
 scatter_p.jvp = _scatter_jvp

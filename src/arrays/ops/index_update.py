@@ -11,6 +11,13 @@ update (``np.add.at`` semantics: ``x.at[[0, 0]].add(1)`` adds 2); ``set`` keeps 
 in C order of the indexed shape, deterministically; ``divide`` / ``power`` / ``apply`` read
 ``x[idx]`` once, combine, and set (so a duplicated index is combined once, with its last value).
 
+Derivatives (rules in gather_scatter.py) follow these semantics: with duplicate indices ``set``
+differentiates only through the update that is kept (the last one) and not through the
+overwritten elements of ``x``; ``add`` sends the output cotangent at an element to ``x`` and to
+every update written there; ``multiply`` uses the product rule over all duplicates (exact at zero
+updates); ``min`` / ``max`` send it to the selected value, split equally between tied
+contributors (``x`` and/or updates). Dropped out-of-bounds updates get a zero gradient.
+
 Out-of-bounds indices follow ``mode`` (see gather_scatter.py): updates default to "drop" (the
 update is ignored), ``get`` defaults to "clip"; "fill" with ``fill_value`` is available for
 ``get``. Negative indices wrap once first. Python int indices are treated like index arrays

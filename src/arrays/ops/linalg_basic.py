@@ -564,7 +564,8 @@ def cholesky(x, /, *, upper=False):
     """Cholesky factor of Hermitian positive-definite matrices ``(*batch, n, n)``.
 
     Returns lower-triangular ``L`` with ``x = L @ L^H`` (or upper ``U = L^H`` with ``x = U^H @ U``
-    when ``upper=True``). Only the lower triangle of ``x`` is read. Method: LAPACK ``potrf``.
+    when ``upper=True``). Only the lower triangle of ``x`` is read, or the upper one when
+    ``upper=True`` (as NumPy), and the real part of the diagonal. Method: LAPACK ``potrf``.
 
     Raises:
         ValueError: non-square matrices.
@@ -572,15 +573,10 @@ def cholesky(x, /, *, upper=False):
     """
     x = as_inexact("cholesky", x)
     check_matrix("cholesky", x.shape, square=True)
-    out = cholesky_p.bind(x)
-    if upper:
-        from . import shape_lax
-        nd = out.ndim
-        out = shape_lax.transpose(out, tuple(range(nd - 2)) + (nd - 1, nd - 2))
-        if dtypes.is_complex(out.dtype):
-            from .linear import snp
-            out = snp.conj(out)
-    return out
+    if not upper:
+        return cholesky_p.bind(x)
+    # U = chol(x^H)^H: the lower triangle of x^H is the (conjugated) upper triangle of x.
+    return mH(cholesky_p.bind(mH(x)))
 
 
 # ---- cholesky rules ----------------------------------------------------------------------------

@@ -242,10 +242,9 @@ def gauge_phase(v, dv):
     v[p_j, j]`` with ``p_j`` that entry's row (a primal-derived one-hot mask picks it)."""
     from .autodiff import stop_gradient
     snp = _snp()
-    sv = stop_gradient(v)
-    p = snp.argmax(snp.abs(sv), axis=-2)
+    p = snp.argmax(snp.abs(stop_gradient(v)), axis=-2)  # a row index: piecewise constant
     hot = snp.astype(wrap_rows(v.shape[-2]) == row(p), dtypes.real_dtype(v.dtype))
-    vp = snp.sum(snp.real(sv) * hot, axis=-2)
+    vp = snp.sum(snp.real(v) * hot, axis=-2)
     return -imag_diag_part(snp.sum(dv * hot, axis=-2)) / vp
 
 

@@ -141,7 +141,9 @@ def _var_acc(op, x, axis, dtype, correction, keepdims, where):
         n = reduction_size(x.shape, axes)
         r = snp.divide(s, float(builtins.max(n - correction, 0)))
     else:
-        s = apply(reduce_sum_p, masked(op, _abs2(d), where, 0), axes, keepdims)
+        # Masked before squaring: a masked-out NaN would otherwise give 2 * NaN * 0 = NaN
+        # in the derivative of the square.
+        s = apply(reduce_sum_p, _abs2(masked(op, d, where, 0)), axes, keepdims)
         n = apply(reduce_sum_p, _broadcast_mask(op, where, x.shape, racc), axes, keepdims)
         r = snp.divide(s, snp.maximum(snp.subtract(n, correction), const(0, racc)))
     return r, dtypes.real_dtype(res)

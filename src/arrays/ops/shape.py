@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ...core.trace import EVAL_TRACE, Tracer, current_trace
+from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import operand
 from ..device import check_device
@@ -439,22 +439,34 @@ def tile(x, reps, /):
     return lax_reshape(y, tuple(r * d for r, d in zip(reps, shape)))
 
 
-def repeat(x, repeats, /, axis=None):
-    """Repeats each element of ``x`` (NumPy / Array API ``repeat``).
+def repeat(x, repeats, /, axis=None, *, total_repeat_length=None):
+    """Repeats each element of ``x`` (NumPy / Array API ``repeat``, JAX's
+    ``total_repeat_length``).
 
     Args:
         x: array; flattened first when ``axis`` is None.
         repeats: an int (every element the same number of times) or a sequence / concrete
             integer array with one count per element along ``axis`` (broadcast from length 1).
+            With ``total_repeat_length`` it may also be a traced integer array.
         axis: the axis to repeat along, or None.
+        total_repeat_length: a static int fixing the output length along ``axis`` (as JAX):
+            the repeated sequence is cut to that length, or extended by repeating the last
+            element of ``x`` along ``axis``. The output shape then no longer depends on the
+            counts, so ``repeats`` can be traced (under ``compile`` / ``vmap`` / ``grad``);
+            negative traced counts are not checked and give unspecified results.
     Returns:
-        Array whose ``axis`` has size ``sum(repeats)`` (or ``n * repeats``).
+        Array whose ``axis`` has size ``sum(repeats)`` (or ``n * repeats``), or
+        ``total_repeat_length``.
     Raises:
-        ValueError: negative counts or a count sequence of the wrong length.
-        ConcretizationError: ``repeats`` is a traced array (the output shape would depend on
-            data; pass Python ints).
+        ValueError: negative counts or total length, a count sequence of the wrong length, or a
+            positive ``total_repeat_length`` for an empty axis.
+        TypeError: traced ``repeats`` of a non-integer dtype.
+        ConcretizationError: ``repeats`` is a traced array and ``total_repeat_length`` is None
+            (the output shape would depend on data; pass Python ints).
     """
     x = operand(x, "repeat")
+    if total_repeat_length is not None:
+        return _repeat_total(x, repeats, axis, total_repeat_length)
     repeats = _static_ints("repeat", "repeats", repeats)
     if axis is None:
         x = reshape(x, (-1,))
@@ -483,6 +495,63 @@ def repeat(x, repeats, /, axis=None):
     dims = tuple(range(axis + 1)) + tuple(range(axis + 2, len(inter)))
     y = broadcast_in_dim(x, inter, dims)
     return lax_reshape(y, shape[:axis] + (n * repeats,) + shape[axis + 1:])
+
+
+def _concrete_repeats(repeats):
+    """``repeats`` as static ints, or None when it is a traced (abstract) value."""
+    if isinstance(repeats, Tracer):
+        try:
+            repeats = repeats.to_concrete()
+        except ConcretizationError:
+            return None
+    return _static_ints("repeat", "repeats", repeats)
+
+
+def _repeat_total(x, repeats, axis, total):
+    total = _static_ints("repeat", "total_repeat_length", total)
+    if isinstance(total, list) or total < 0:
+        raise ValueError(f"repeat: total_repeat_length must be a non-negative int, got {total}")
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    else:
+        axis = normalize_axis("repeat", axis, x.ndim)
+    n = x.shape[axis]
+    if total == 0:
+        return slice_in_dim(x, 0, 0, 1, axis)
+    if n == 0:
+        raise ValueError(f"repeat: total_repeat_length={total} needs at least one element along "
+                         f"axis {axis}, got shape {tuple(x.shape)}")
+    static = _concrete_repeats(repeats)
+    if static is not None:
+        y = repeat(x, static, axis=axis)
+        m = y.shape[axis]
+        if m >= total:
+            return slice_in_dim(y, 0, total, 1, axis)
+        last = slice_in_dim(x, n - 1, n, 1, axis)
+        shape = list(x.shape)
+        shape[axis] = total - m
+        fill = broadcast_in_dim(last, tuple(shape), tuple(range(x.ndim)))
+        return lax_concatenate([y, fill], axis)
+    return _repeat_traced(x, repeats, axis, n, total)
+
+
+def _repeat_traced(x, repeats, axis, n, total):
+    # Output position j reads the element whose block of repeats covers j: the number of
+    # inclusive cumulative counts <= j (clipped to the last element, which fills any excess).
+    from .. import numpy as snp  # cumsum / searchsorted / take live in other families
+    r = operand(repeats, "repeat")
+    if not (r.dtype.kind in "iu"):
+        raise TypeError(f"repeat: repeats must be integers, got dtype {r.dtype}")
+    if r.ndim > 1 or (r.ndim == 1 and r.shape[0] not in (1, n)):
+        raise ValueError(f"repeat: repeats of shape {tuple(r.shape)} do not match axis {axis} "
+                         f"of size {n}; need a scalar or shape (1,) or ({n},)")
+    if tuple(r.shape) != (n,):
+        r = broadcast_in_dim(r, (n,), () if r.ndim == 0 else (0,))
+    ends = snp.cumsum(r)
+    pos = iota(ends.dtype, (total,), 0)
+    idx = snp.minimum(snp.searchsorted(ends, pos, side="right"), n - 1)
+    return snp.take(x, idx, axis=axis, indices_are_sorted=True)
 
 
 _MAX_RUNS = 16

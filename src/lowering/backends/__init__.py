@@ -1,0 +1,49 @@
+"""Backends: each turns an optimised Program into an executable.
+
+A backend is an object with ``name``, ``supports(primitive) -> bool`` and
+``compile(program) -> Executable`` where ``Executable(*consts, *args) -> list of Arrays``
+and ``Executable.source`` is the generated source text (or None).
+"""
+from __future__ import annotations
+
+_BACKENDS = {}
+_DEFAULT = ["numpy_ref"]
+
+
+def register_backend(backend):
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def get_backend(name=None):
+    """The backend called ``name`` (default: the process-wide default).
+
+    Raises:
+        ValueError: unknown backend name (lists the available ones).
+    """
+    name = _DEFAULT[0] if name is None else name
+    if name not in _BACKENDS:
+        _load_builtin(name)
+    try:
+        return _BACKENDS[name]
+    except KeyError:
+        raise ValueError(f"compile: unknown backend {name!r}; available: "
+                         f"{sorted(set(_BACKENDS) | {'numpy_ref', 'cpp'})}") from None
+
+
+def _load_builtin(name):
+    import importlib
+    try:
+        importlib.import_module(f"{__name__}.{name}")
+    except ImportError:
+        pass
+
+
+def set_default_backend(name):
+    """Sets the process-wide default backend used by ``compile`` (e.g. "cpp", "numpy_ref")."""
+    get_backend(name)
+    _DEFAULT[0] = name
+
+
+def default_backend_name():
+    return _DEFAULT[0]

@@ -1,0 +1,1 @@
+"""Optimisation passes: each a function Program -> Program in its own module."""

@@ -1,0 +1,21 @@
+"""Dead-code elimination: drops equations whose outputs nobody uses.
+
+Primitives flagged ``meta["effectful"]`` are kept regardless. Sub-Programs are cleaned too
+(their outputs are all live: the enclosing primitive's contract).
+"""
+from __future__ import annotations
+
+from ...core.ir import Literal, Program
+from .util import map_subprograms, with_eqns
+
+
+def dce(prog: Program) -> Program:
+    live = {v for v in prog.outvars if not isinstance(v, Literal)}
+    kept = []
+    for eqn in reversed(prog.eqns):
+        if eqn.primitive.meta.get("effectful") or any(v in live for v in eqn.outvars):
+            eqn = map_subprograms(eqn, dce)
+            kept.append(eqn)
+            live.update(v for v in eqn.invars if not isinstance(v, Literal))
+    kept.reverse()
+    return with_eqns(prog, kept)

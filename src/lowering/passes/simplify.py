@@ -1,0 +1,81 @@
+"""Algebraic simplification: identities that are exact in IEEE arithmetic.
+
+``x * 1``, ``1 * x``, ``x / 1``, ``x - 0``, ``x + (-0.0)`` (and ``x + 0`` for integers: for floats
+``-0.0 + 0.0`` is ``+0.0``, so that one is not an identity), ``negative(negative(x))``, and
+no-op ``convert_element_type`` / ``reshape`` / ``transpose`` / ``broadcast_in_dim``. A rewrite
+only applies when the replacement has the same shape and dtype.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...core.ir import Literal, Program
+from .util import map_subprograms, with_eqns
+
+
+def _lit_equals(v, value, negzero=None):
+    if not isinstance(v, Literal):
+        return False
+    a = np.asarray(v.val)
+    if a.ndim != 0:
+        return False
+    if negzero is not None and a.dtype.kind == "f":
+        return bool(a == 0) and bool(np.signbit(a)) == negzero
+    return bool(a == value)
+
+
+def _same_type(a, b):
+    return tuple(a.aval.shape) == tuple(b.aval.shape) and a.aval.dtype == b.aval.dtype
+
+
+def _rewrite(eqn, producers):
+    name = eqn.primitive.name
+    out = eqn.outvars[0] if eqn.outvars else None
+    ins = eqn.invars
+    cand = None
+    if name == "multiply":
+        if _lit_equals(ins[1], 1):
+            cand = ins[0]
+        elif _lit_equals(ins[0], 1):
+            cand = ins[1]
+    elif name == "divide" and _lit_equals(ins[1], 1):
+        cand = ins[0]
+    elif name == "subtract" and _lit_equals(ins[1], 0, negzero=False):
+        cand = ins[0]
+    elif name == "add":
+        is_int = out is not None and out.aval.dtype.kind in "iu"
+        for x, c in ((ins[0], ins[1]), (ins[1], ins[0])):
+            if _lit_equals(c, 0, negzero=None if is_int else True):
+                cand = x
+                break
+    elif name == "negative":
+        prev = producers.get(ins[0])
+        if prev is not None and prev.primitive.name == "negative":
+            cand = prev.invars[0]
+    elif name in ("convert_element_type", "reshape", "broadcast_in_dim", "squeeze"):
+        cand = ins[0]
+    elif name == "transpose":
+        perm = eqn.params.get("permutation")
+        if perm is not None and tuple(perm) == tuple(range(len(perm))):
+            cand = ins[0]
+    if cand is None or isinstance(cand, Literal) or out is None:
+        return None
+    return cand if _same_type(cand, out) else None
+
+
+def simplify(prog: Program) -> Program:
+    rename, producers, eqns = {}, {}, []
+    for eqn in prog.eqns:
+        eqn = map_subprograms(eqn, simplify)
+        invars = [v if isinstance(v, Literal) else rename.get(v, v) for v in eqn.invars]
+        eqn = type(eqn)(eqn.primitive, invars, eqn.outvars, eqn.params)
+        if not eqn.primitive.multiple_results:
+            repl = _rewrite(eqn, producers)
+            if repl is not None:
+                rename[eqn.outvars[0]] = repl
+                continue
+        for v in eqn.outvars:
+            producers[v] = eqn
+        eqns.append(eqn)
+    outvars = [v if isinstance(v, Literal) else rename.get(v, v) for v in prog.outvars]
+    return with_eqns(prog, eqns, outvars)

@@ -1,0 +1,32 @@
+"""Helpers shared by the passes: rebuilding Programs and walking sub-Programs."""
+from __future__ import annotations
+
+from ...core.ir import Equation, Literal, Program
+
+
+def with_eqns(prog: Program, eqns, outvars=None) -> Program:
+    """A copy of ``prog`` with new equations (and outvars)."""
+    out = Program(prog.constvars, prog.consts, prog.invars, eqns,
+                  prog.outvars if outvars is None else outvars, prog.effects)
+    return out
+
+
+def map_subprograms(eqn: Equation, fn) -> Equation:
+    """Applies ``fn`` to every Program held in ``eqn``'s params (control flow bodies)."""
+    changed = False
+    params = {}
+    for k, v in eqn.params.items():
+        if isinstance(v, Program):
+            v = fn(v)
+            changed = True
+        elif isinstance(v, tuple) and v and all(isinstance(p, Program) for p in v):
+            v = tuple(fn(p) for p in v)
+            changed = True
+        params[k] = v
+    if not changed:
+        return eqn
+    return Equation(eqn.primitive, eqn.invars, eqn.outvars, params)
+
+
+def is_literal(v) -> bool:
+    return isinstance(v, Literal)

@@ -1,0 +1,53 @@
+"""The pass pipeline, in order. Each entry is (name, pass); a pass maps Program -> Program.
+
+Set ``STARLING_DUMP_IR=1`` (or call ``run_pipeline(prog, dump=True)``) to print the Program after
+every pass; ``STARLING_DUMP_IR=<dir>`` writes one file per pass into that directory instead.
+"""
+from __future__ import annotations
+
+import os
+
+from ..core.ir import Program, check_program
+from .passes.constant_folding import constant_folding
+from .passes.cse import cse
+from .passes.dce import dce
+from .passes.simplify import simplify
+
+PASSES = [
+    ("simplify", simplify),
+    ("constant_folding", constant_folding),
+    ("cse", cse),
+    ("dce", dce),
+]
+
+
+def register_pass(name, fn, *, after=None):
+    """Adds a pass (e.g. a backend's fusion) after the named pass, or at the end."""
+    if any(n == name for n, _ in PASSES):
+        return
+    if after is None:
+        PASSES.append((name, fn))
+        return
+    idx = [n for n, _ in PASSES].index(after)
+    PASSES.insert(idx + 1, (name, fn))
+
+
+def run_pipeline(prog: Program, passes=None, dump=None, check=False, label="program"):
+    """Runs the passes in order; returns the optimised Program."""
+    dump = os.environ.get("STARLING_DUMP_IR") if dump is None else dump
+    for i, (name, fn) in enumerate(PASSES if passes is None else passes):
+        prog = fn(prog)
+        if check:
+            check_program(prog)
+        if dump:
+            _dump(prog, f"{i:02d}-{name}", dump, label)
+    return prog
+
+
+def _dump(prog, name, dump, label):
+    text = f"# {label}: after {name}\n{prog}\n"
+    if isinstance(dump, str) and dump not in ("1", "true", "True") and os.path.isdir(dump):
+        with open(os.path.join(dump, f"{label}-{name}.ir"), "w") as f:
+            f.write(text)
+    else:
+        print(text)

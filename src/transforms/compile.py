@@ -1,0 +1,244 @@
+"""``compile`` (alias ``jit``): stage a pure function once per signature, optimise, run natively.
+
+A call looks up the executable for its *signature*: the pytree structure of the arguments, each
+array's shape, dtype and weak type, the values of the static arguments, and the backend. On a
+miss the function is staged to a Program, the pass pipeline (src/lowering/pipeline.py) runs,
+and the backend compiles the result; later calls with the same signature reuse it.
+
+Inside another transformation (grad, vmap, make_ir, ...) a compiled function is traced through
+like ordinary code, so ``grad(compile(f))`` and ``compile(grad(f))`` both work; the latter
+compiles the whole gradient computation and is the faster pattern.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+
+from .. import tree as tree_util
+from ..arrays.array import Array
+from ..arrays.convert import operand
+from ..core.trace import EVAL_TRACE, current_trace
+from ..lowering import backends as _backends
+from ..lowering.pipeline import run_pipeline
+from .stage import trace_to_program
+
+set_default_backend = _backends.set_default_backend
+
+
+class DonatedBufferError(RuntimeError):
+    """An Array whose buffer was donated to a compiled function was used afterwards."""
+
+
+class _DonatedBuffer:
+    __slots__ = ("fun_name",)
+
+    def __init__(self, fun_name):
+        self.fun_name = fun_name
+
+    def _raise(self, *args, **kwargs):
+        raise DonatedBufferError(
+            f"this Array was donated to compiled function '{self.fun_name}' (donate_argnums) "
+            "and its buffer may have been reused; it cannot be used after that call. Keep the "
+            "function's output instead, or do not donate the argument.")
+
+    def __getattr__(self, name):
+        self._raise()
+
+    __array__ = _raise
+    __len__ = _raise
+    __getitem__ = _raise
+
+
+def _normalize_nums(op, nums):
+    if nums is None:
+        return ()
+    if isinstance(nums, int):
+        return (nums,)
+    return tuple(int(n) for n in nums)
+
+
+class Lowered:
+    """The result of ``compiled.lower(*args)``: the optimised Program and the backend's
+    generated source for one signature."""
+
+    def __init__(self, program, executable, out_tree):
+        self.ir = program
+        self.executable = executable
+        self.out_tree = out_tree
+
+    @property
+    def source(self):
+        return getattr(self.executable, "source", None)
+
+    def as_text(self) -> str:
+        text = str(self.ir)
+        if self.source:
+            text += "\n\n" + self.source
+        return text
+
+    def __repr__(self):
+        return f"Lowered(\n{self.ir}\n)"
+
+
+class Compiled:
+    """A compiled function: call it like the original. Attributes: ``num_compiles`` (how many
+    signatures have been staged and compiled), ``lower(*args)``, ``clear_cache()``."""
+
+    def __init__(self, fun, static_argnums, static_argnames, donate_argnums, dynamic_shapes,
+                 backend):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.static_argnums = _normalize_nums("compile", static_argnums)
+        self.static_argnames = tuple(static_argnames or ())
+        self.donate_argnums = _normalize_nums("compile", donate_argnums)
+        self.dynamic_shapes = dynamic_shapes
+        self.backend = backend
+        self.num_compiles = 0
+        self._cache = {}
+        try:
+            self._sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        if self.static_argnames and self._sig is not None:
+            for name in self.static_argnames:
+                if name not in self._sig.parameters:
+                    raise ValueError(f"compile: static_argnames {name!r} is not a parameter of "
+                                     f"{getattr(fun, '__name__', fun)}")
+        overlap = set(self.static_argnums) & set(self.donate_argnums)
+        if overlap:
+            raise ValueError(f"compile: arguments {sorted(overlap)} cannot be both static and "
+                             "donated")
+
+    # ---- signature -----------------------------------------------------------------------------
+    def _split(self, args, kwargs):
+        nargs = len(args)
+        static_pos = tuple(n % nargs if -nargs <= n < nargs else n for n in self.static_argnums)
+        for n in static_pos:
+            if not 0 <= n < nargs:
+                raise ValueError(f"compile: static_argnums {n} is out of range for a call with "
+                                 f"{nargs} positional arguments")
+        statics = []
+        for n in static_pos:
+            statics.append(("pos", n, _hashable(self, f"argument {n}", args[n])))
+        for name in self.static_argnames:
+            if name in kwargs:
+                statics.append(("kw", name, _hashable(self, f"argument {name!r}", kwargs[name])))
+        dyn_args = tuple(a for i, a in enumerate(args) if i not in static_pos)
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        return static_pos, tuple(statics), dyn_args, dyn_kwargs
+
+    def _key(self, args, kwargs):
+        static_pos, statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
+        leaves, treedef = tree_util.flatten((dyn_args, dyn_kwargs))
+        ops = [operand(x, "compile") for x in leaves]
+        sig = tuple((tuple(x.shape), x.dtype, x.weak_type) for x in ops)
+        backend = self.backend or _backends.default_backend_name()
+        return (treedef, sig, statics, backend), static_pos, ops, treedef
+
+    def _build(self, key, args, kwargs, static_pos, ops, treedef):
+        out_tree = []
+        nargs = len(args)
+
+        def flat_fun(*flat):
+            dyn_args, dyn_kwargs = tree_util.unflatten(treedef, list(flat))
+            it = iter(dyn_args)
+            full = [args[i] if i in static_pos else next(it) for i in range(nargs)]
+            kw = dict(dyn_kwargs)
+            kw.update({k: kwargs[k] for k in self.static_argnames if k in kwargs})
+            out = self.fun(*full, **kw)
+            o_leaves, ot = tree_util.flatten(out)
+            out_tree.append(ot)
+            return [operand(o, "compile") for o in o_leaves]
+
+        prog = trace_to_program(flat_fun, [x.aval for x in ops])
+        name = getattr(self.fun, "__name__", "fun")
+        prog = run_pipeline(prog, label=name)
+        backend = _backends.get_backend(key[3])
+        exe = backend.compile(prog)
+        self.num_compiles += 1
+        entry = (prog, exe, out_tree[0])
+        self._cache[key] = entry
+        return entry
+
+    def lower(self, *args, **kwargs) -> Lowered:
+        """Stages and compiles for these arguments (or hits the cache); returns a Lowered."""
+        key, static_pos, ops, treedef = self._key(args, kwargs)
+        entry = self._cache.get(key) or self._build(key, args, kwargs, static_pos, ops, treedef)
+        return Lowered(*entry)
+
+    def clear_cache(self):
+        self._cache.clear()
+
+    def __call__(self, *args, **kwargs):
+        if current_trace() is not EVAL_TRACE:
+            # Under another transformation: trace through (the outer transformation sees the
+            # primitives; an enclosing compile stages them into its own program).
+            return self.fun(*args, **kwargs)
+        key, static_pos, ops, treedef = self._key(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._build(key, args, kwargs, static_pos, ops, treedef)
+        prog, exe, out_tree = entry
+        outs = exe(prog.consts, ops)
+        if self.donate_argnums:
+            self._donate(args, outs)
+        return tree_util.unflatten(out_tree, outs)
+
+    def _donate(self, args, outs):
+        kept = {id(o._buf) for o in outs if type(o) is Array}
+        name = getattr(self.fun, "__name__", "fun")
+        for n in self.donate_argnums:
+            if not -len(args) <= n < len(args):
+                continue
+            for leaf in tree_util.leaves(args[n]):
+                if type(leaf) is Array and id(leaf._buf) not in kept:
+                    leaf._buf = _DonatedBuffer(name)
+
+    def __repr__(self):
+        return f"Compiled({getattr(self.fun, '__name__', self.fun)})"
+
+
+def _hashable(compiled, what, value):
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(
+            f"compile: static {what} of {getattr(compiled.fun, '__name__', 'fun')} must be "
+            f"hashable (it is part of the cache key), got {type(value).__name__}: "
+            f"{value!r:.60}. Pass arrays as non-static arguments, or convert lists to tuples."
+        ) from None
+    if isinstance(value, Array):
+        raise TypeError(f"compile: static {what} is an Array; arrays are traced arguments, "
+                        "remove it from static_argnums")
+    return value
+
+
+def compile(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),  # noqa: A001
+            dynamic_shapes=None, backend=None):
+    """Compiles ``fun`` for fast repeated execution; usable as ``@compile`` or
+    ``@compile(static_argnums=...)``.
+
+    Args:
+        fun: a pure function of pytrees of arrays.
+        static_argnums / static_argnames: arguments treated as compile-time constants (must be
+            hashable); a new value triggers a new compilation.
+        donate_argnums: arguments whose buffers the executable may reuse; using a donated
+            Array after the call raises DonatedBufferError.
+        dynamic_shapes: reserved for symbolic-shape specs (see starling.transforms.dynamic_spec).
+        backend: "numpy_ref", "cpp", ... (default: set_default_backend's choice).
+    Returns:
+        A ``Compiled`` callable with ``lower(*args)`` and ``num_compiles``.
+    Raises:
+        TypeError: unhashable static arguments (at call time).
+        ValueError: bad static/donate specifications; unknown backend.
+    """
+    if fun is None:
+        return functools.partial(compile, static_argnums=static_argnums,
+                                 static_argnames=static_argnames, donate_argnums=donate_argnums,
+                                 dynamic_shapes=dynamic_shapes, backend=backend)
+    if backend is not None:
+        _backends.get_backend(backend)
+    return Compiled(fun, static_argnums, static_argnames, donate_argnums, dynamic_shapes, backend)
+
+
+jit = compile
