@@ -11,6 +11,7 @@ import numpy as np
 import sympy
 
 from . import dtypes
+from .symbolic import DimExpr, as_dim
 
 _SHORT = {
     "bool": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
@@ -26,7 +27,8 @@ def short_dtype_name(dt) -> str:
 
 
 def is_symbolic(d) -> bool:
-    return isinstance(d, sympy.Basic)
+    """True for a symbolic dim (a DimExpr, see core/symbolic.py, or a bare sympy expression)."""
+    return isinstance(d, (DimExpr, sympy.Basic))
 
 
 def is_constant_shape(shape) -> bool:
@@ -37,7 +39,7 @@ def shape_size(shape):
     """Number of elements (an int, or a sympy expression for symbolic shapes)."""
     if is_constant_shape(shape):
         return math.prod(shape)
-    return sympy.Mul(*shape)
+    return math.prod(as_dim(d) if isinstance(d, sympy.Basic) else d for d in shape)
 
 
 def canonicalize_shape(shape, op="shape") -> tuple:
@@ -54,8 +56,8 @@ def canonicalize_shape(shape, op="shape") -> tuple:
         raise TypeError(f"{op}: shape must be an int or a sequence of ints, got {shape!r}") from None
     out = []
     for d in dims:
-        if is_symbolic(d):
-            out.append(d)
+        if type(d) is not int and is_symbolic(d):
+            out.append(as_dim(d) if isinstance(d, sympy.Basic) else d)
             continue
         if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
             if hasattr(d, "__index__") and not isinstance(d, (bool, np.bool_)):

@@ -86,6 +86,16 @@ def test_asarray_values_and_dtype_keyword():
     assert a[0] == 1.5 and math.copysign(1, a[1]) < 0 and a[2] == math.inf
 
 
+def test_asarray_python_ints_in_range_of_dtype():
+    # Python ints within the bounds of the requested dtype convert exactly.
+    r = xp.asarray(2 ** 63, dtype=xp.uint64)
+    assert r.dtype == xp.uint64 and int(r) == 2 ** 63
+    r = xp.asarray([2 ** 64 - 1, 0], dtype=xp.uint64)
+    assert np.asarray(r).tolist() == [2 ** 64 - 1, 0]
+    assert int(xp.asarray(-2 ** 63, dtype=xp.int64)) == -2 ** 63
+    assert int(xp.asarray(255, dtype=xp.uint8)) == 255
+
+
 def test_asarray_of_arrays():
     x = xp.asarray([1.0, 2.0])
     assert _vals(xp.asarray(x)) == [1.0, 2.0]

@@ -93,32 +93,26 @@ def solve_samples(rng, dt):
     return [Sample((mat(rng, a, dt, "dd"), arr(rng, b, dt)), name=f"[{a},{b}]") for a, b in cases]
 
 
-def banded_pd(rng, shape, dt):
-    """Matrices whose read (lower) triangle is Hermitian positive definite AND stays so when
-    the flattened stack is rolled by 1 or 2 places (the vmap test's variants; cholesky raises on
-    a matrix that is not positive definite). An entry's size depends on ``(j - i) mod (n + 1)``:
-    ~100 on the diagonal, ~10 where a roll by 1 brings entries onto the diagonal, ~1 where a roll
-    by 2 does, 0.01 elsewhere; each roll then sees a diagonally dominant matrix (a batch
-    boundary only moves larger values onto a diagonal)."""
-    dt = np.dtype(dt)
-    *batch, n, _ = shape
-    i, j = np.indices((n, n))
-    r = (j - i) % (n + 1)
-    base = np.where(r == 0, 100.0, np.where(r == n, 10.0, np.where(r == n - 1, 1.0, 0.01)))
-    x = base * rng.uniform(1.0, 1.5, size=shape)
-    if dt.kind == "c":
-        x = x + 1j * base * rng.uniform(-0.2, 0.2, size=shape)
-    if dt.kind in "iu":
-        x = np.round(x)
-    return x.astype(dt)
-
-
 def cholesky_samples(rng, dt):
-    out = [Sample((banded_pd(rng, s, dt),), name=f"[{s}]")
-           for s in [(3, 3), (2, 4, 4), (1, 1), (0, 2, 2), (0, 0)]]
-    out.append(Sample((banded_pd(rng, (3, 3), dt),), {"upper": True}, name="[upper]"))
-    out.append(Sample((mat(rng, (2, 3, 3), dt, "spd"),), name="[spd]"))
+    """The first six samples are stacks of 1x1 matrices (or empty): the generated vmap test
+    (which uses the first six) batches rolled copies of each sample, and rolling the entries of
+    an n x n positive-definite matrix (n > 1) does not keep it positive definite, on which
+    cholesky raises. The general samples follow; test_linear_transforms.py checks vmap on them."""
+    out = [Sample((mat(rng, s, dt, "spd"),), kw, name=f"[{s} {kw}]")
+           for s, kw in [((1, 1), {}), ((3, 1, 1), {}), ((0, 2, 2), {}), ((0, 0), {}),
+                         ((2, 1, 1), {"upper": True}), ((1, 2, 1, 1), {})]]
+    out += [Sample((mat(rng, s, dt, "spd"),), name=f"[{s}]") for s in [(3, 3), (2, 4, 4)]]
+    upper = mat(rng, (3, 3), dt, "spd")
+    upper[..., 2, 0] = upper[..., 1, 0] = 50  # not Hermitian: upper=True reads the upper triangle
+    low = mat(rng, (3, 3), dt, "spd")
+    low[..., 0, 2] = 50                       # and the default reads the lower one
+    out.append(Sample((upper,), {"upper": True}, name="[upper]"))
+    out.append(Sample((low,), name="[lower]"))
     return out
+
+
+def cholesky_grad_samples(rng, dt):
+    return cholesky_samples(rng, dt)[6:] + cholesky_samples(rng, dt)[:2]
 
 
 RECT = [(3, 3), (4, 2), (2, 4), (2, 3, 2), (1, 1), (0, 3, 2), (2, 0, 3), (3, 0)]
@@ -273,14 +267,24 @@ def _eigh(a, UPLO="L"):  # noqa: N803
     return w, v
 
 
-def _nonsingular_first(samples, *, keep_singular=True):
-    """Grad samples: the default choice (finite, non-empty, at most 4), with the singular
-    sample optional (see the dtype-specific reasons at the call sites)."""
+def _finite(x):
+    return np.all(np.isfinite(np.asarray(x, dtype=np.complex128)))
+
+
+def _nonsingular_first(samples, ref, *, keep_singular):
+    """Grad samples as the default (non-empty, finite inputs and outputs, at most 4), without
+    the singular ones (names "singular", "zero") unless ``keep_singular(dtype)``."""
     def pick(rng, dt):
-        out = [x for x in samples(rng, dt) if all(a.size for a in x.args
-                                                  if isinstance(a, np.ndarray))]
-        if not keep_singular(dt):
-            out = [x for x in out if "singular" not in x.name]
+        out = []
+        for x in samples(rng, dt):
+            arrays = [a for a in x.args if isinstance(a, np.ndarray)]
+            if not all(a.size and _finite(a) for a in arrays):
+                continue
+            if not keep_singular(dt) and ("singular" in x.name or "zero" in x.name):
+                continue
+            res = ref(*x.args, **x.kwargs)
+            if all(_finite(r) for r in (res if isinstance(res, tuple) else (res,))):
+                out.append(x)
         return out[:4]
     return pick
 
@@ -351,15 +355,16 @@ register(
     # det: real rank n-1 matrices get exact second derivatives (the SVD branch of the
     # adjugate); complex ones only first derivatives (documented in linalg_basic.adjugate).
     OpInfo(L + "det", f32ref(_np("det")), WITH_INT, _square_samples(SQUARE), tols=TOLS,
-           grad_samples=_nonsingular_first(_square_samples(SQUARE),
+           grad_samples=_nonsingular_first(_square_samples(SQUARE), _np("det"),
                                            keep_singular=lambda dt: dt.kind != "c")),
     # slogdet is not differentiable at a singular matrix (logabsdet -> -inf).
     OpInfo(L + "slogdet", f32ref(_np("slogdet")), WITH_INT, _square_samples(SQUARE), tols=TOLS,
-           grad_samples=_nonsingular_first(_square_samples(SQUARE),
+           grad_samples=_nonsingular_first(_square_samples(SQUARE), _np("slogdet"),
                                            keep_singular=lambda dt: False)),
     OpInfo(L + "inv", f32ref(_np("inv")), WITH_INT, _square_samples(INVERTIBLE), tols=TOLS),
     OpInfo(L + "solve", f32ref(_np("solve")), WITH_INT, solve_samples, tols=TOLS, nin=2),
-    OpInfo(L + "cholesky", f32ref(_np("cholesky")), WITH_INT, cholesky_samples, tols=TOLS),
+    OpInfo(L + "cholesky", f32ref(_np("cholesky")), WITH_INT, cholesky_samples, tols=TOLS,
+           grad_samples=cholesky_grad_samples),
     # Derivatives need unique outputs: no complete Q / full U, Vh of a non-square input, no
     # repeated (zero) singular values.
     OpInfo(L + "qr", f32ref(_qr), FLOAT_C + (np.float16,), qr_samples, tols=TOLS,

@@ -2,8 +2,10 @@
 
 Decompositions and solvers are primitives declared in src/arrays/ops/linalg_basic.py (det,
 slogdet, inv, solve, cholesky) and linalg_decomp.py (qr, svd, eigh); contractions come from
-src/arrays/ops/linear.py (dot_general). Everything here is a composition of those and of the public elementwise,
-reduction and shape ops, so it works under every transformation.
+src/arrays/ops/linear.py (dot_general). Everything here is a composition of those and of the
+public elementwise, reduction and shape ops, so it works under every transformation (grad,
+vmap, ...); the derivative conventions and limitations of the primitives (singular ``det``,
+degenerate ``eigh`` / ``svd``, the complex eigenvector gauge) are documented there.
 
 Dtype policy: bool / integer inputs are promoted to float32 (the default float); float16 and
 bfloat16 are computed in float32 and rounded back. Singular inputs: ``det`` gives 0, ``slogdet``

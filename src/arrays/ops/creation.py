@@ -132,9 +132,29 @@ def _filled(op, shape, dt, value, weak=False):
     if current_trace() is EVAL_TRACE:
         # Eagerly a real buffer (NumPy's zeros / full are faster than a broadcast view);
         # staged, a broadcast of a literal keeps the Program small.
-        fill = _const(op, value, dt)._buf
-        return wrap(np.zeros(shape, dt) if value == 0 else np.full(shape, fill), weak)
+        if value == 0:
+            return wrap(np.zeros(shape, dt), weak)
+        out = np.empty(shape, dt)
+        out.fill(_const(op, value, dt)._buf)
+        return wrap(out, weak)
     return broadcast_in_dim(_const(op, value, dt, weak), shape, ())
+
+
+def _eager_filled(shape, dtype, value):
+    """The eager fast path of zeros / ones / empty: NumPy validates the shape (it accepts the
+    same ints and NumPy integers as ``_shape_tuple``, and rejects bools and negatives, which
+    then take the checked path and its error); None when not applicable."""
+    if (type(shape) is tuple or type(shape) is int) and current_trace() is EVAL_TRACE:
+        dt = dtypes.DEFAULT_FLOAT if dtype is None else dtypes.canonicalize(dtype)
+        try:
+            if value == 0 or dt == dtypes.float0:
+                return wrap(np.zeros(shape, dt), False)
+            out = np.empty(shape, dt)
+        except Exception:  # noqa: BLE001
+            return None
+        out.fill(value)  # cheaper than np.full's Python wrapper
+        return wrap(out, False)
+    return None
 
 
 def zeros(shape, dtype=None, *, device=None):
@@ -143,20 +163,35 @@ def zeros(shape, dtype=None, *, device=None):
     Raises:
         ValueError: a negative dim. TypeError: a non-integer dim or an unknown dtype.
     """
+    if device is None:
+        out = _eager_filled(shape, dtype, 0)
+        if out is not None:
+            return out
     check_device(device, "zeros")
     return _filled("zeros", _shape("zeros", shape), _dtype(dtype), 0)
 
 
 def ones(shape, dtype=None, *, device=None):
     """Array of ones of shape ``shape`` and ``dtype`` (default float32)."""
+    if device is None:
+        out = _eager_filled(shape, dtype, 1)
+        if out is not None:
+            return out
     check_device(device, "ones")
     return _filled("ones", _shape("ones", shape), _dtype(dtype), 1)
 
 
 def empty(shape, dtype=None, *, device=None):
     """Same as ``zeros``: Starling has no uninitialised memory (documented choice)."""
+    if device is None:
+        out = _eager_filled(shape, dtype, 0)
+        if out is not None:
+            return out
     check_device(device, "empty")
     return _filled("empty", _shape("empty", shape), _dtype(dtype), 0)
+
+
+_PY_SCALARS = (bool, int, float, complex)
 
 
 def _fill_operand(op, fill_value, dt):
@@ -175,7 +210,10 @@ def _fill_operand(op, fill_value, dt):
 def _broadcast_fill(op, fill, shape):
     if fill.ndim == 0:
         if type(fill) is Array and current_trace() is EVAL_TRACE:
-            return wrap(np.full(shape, fill._buf), fill._weak)
+            buf = fill._buf
+            out = np.empty(shape, buf.dtype)
+            out.fill(buf)
+            return wrap(out, fill._weak)
         return broadcast_in_dim(fill, shape, ())
     from .shape import broadcast_to
     if len(fill.shape) > len(shape):
@@ -196,6 +234,21 @@ def full(shape, fill_value, dtype=None, *, device=None):
         OverflowError: a Python int out of range for ``dtype``. ValueError: negative dims or a
             fill value that does not broadcast.
     """
+    if device is None and type(fill_value) in _PY_SCALARS and (
+            type(shape) is tuple or type(shape) is int) and current_trace() is EVAL_TRACE:
+        # Eager fast path; anything NumPy rejects takes the checked path below (its errors).
+        if dtype is None:
+            dt, weak = dtypes.dtype_of_scalar(fill_value), type(fill_value) is not bool
+        else:
+            dt, weak = dtypes.canonicalize(dtype), False
+        try:
+            value = np.array(fill_value, dtype=dt)
+            out = np.empty(shape, dt)
+        except Exception:  # noqa: BLE001
+            pass
+        else:
+            out.fill(value)
+            return wrap(out, weak)
     check_device(device, "full")
     shape = _shape("full", shape)
     dt = None if dtype is None else dtypes.canonicalize(dtype)

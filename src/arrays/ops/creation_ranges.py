@@ -11,12 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from ...core import dtypes
-from ...core.trace import ConcretizationError, Tracer
+from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import operand
 from ..device import check_device
 from .convert_element_type import convert_element_type
-from .shape_lax import _static_ints, iota
+from .shape_lax import _iota_impl, _static_ints, iota
 
 __all__ = ["arange", "linspace", "logspace", "geomspace"]
 
@@ -57,6 +57,10 @@ def arange(start, /, stop=None, step=None, dtype=None, *, device=None):
         ValueError: ``step`` is 0. TypeError: complex or non-numeric bounds.
         ConcretizationError: a traced bound (the length would depend on data).
     """
+    if device is None and current_trace() is EVAL_TRACE:
+        out = _arange_eager(start, stop, step, dtype)
+        if out is not None:
+            return out
     check_device(device, "arange")
     if stop is None:
         start, stop = 0, start
@@ -72,6 +76,38 @@ def arange(start, /, stop=None, step=None, dtype=None, *, device=None):
         dt = dtypes.canonicalize(dtype)
     if (not is_float and start == 0 and step == 1 and not dtypes.is_bool(dt)):
         return iota(dt, (max(int(stop), 0),), 0)
+    return wrap(_arange_numpy(start, stop, step, dtype, dt), False)
+
+
+_REAL = (int, float)
+
+
+def _arange_eager(start, stop, step, dtype):
+    """The eager fast path of ``arange`` for Python int / float bounds (None when not
+    applicable, or when NumPy rejects the call: the checked path then raises our error)."""
+    if type(start) not in _REAL or (stop is not None and type(stop) not in _REAL) or (
+            step is not None and type(step) not in _REAL):
+        return None
+    if stop is None:
+        start, stop = 0, start
+    if step is None:
+        step = 1
+    if step == 0:
+        return None
+    is_float = type(start) is float or type(stop) is float or type(step) is float
+    if dtype is None:
+        dt = dtypes.DEFAULT_FLOAT if is_float else dtypes.DEFAULT_INT
+    else:
+        dt = dtypes.canonicalize(dtype)
+    if not is_float and start == 0 and step == 1 and not dtypes.is_bool(dt):
+        return wrap(_iota_impl(dtype=dt, shape=(max(stop, 0),), dimension=0), False)
+    try:
+        return wrap(_arange_numpy(start, stop, step, dtype, dt), False)
+    except (OverflowError, ValueError, TypeError):
+        return None
+
+
+def _arange_numpy(start, stop, step, dtype, dt):
     try:
         if dtype is not None and dt.kind in _NATIVE_KINDS:
             buf = np.arange(start, stop, step, dtype=dt)
@@ -80,7 +116,7 @@ def arange(start, /, stop=None, step=None, dtype=None, *, device=None):
     except (OverflowError, ValueError) as err:
         raise type(err)(f"arange: cannot make arange({start}, {stop}, {step}) with dtype {dt}: "
                         f"{err}") from None
-    return wrap(buf, False)
+    return buf
 
 
 # ---- linspace family --------------------------------------------------------------------------

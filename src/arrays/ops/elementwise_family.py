@@ -196,6 +196,7 @@ class Elementwise:
         prim, name, allowed, domain = self.primitive, self.name, self.allowed, self.domain
         bind = prim.bind
         impl = prim.meta["numpy_impl"]
+        is_ufunc = isinstance(impl, np.ufunc)
         bool_out = self.out == "bool"
         if self.nin == 1:
             def wrapper(x, /):
@@ -219,6 +220,10 @@ class Elementwise:
                                 broadcast_shapes(name, b1.shape, b2.shape)
                                 raise
                             return wrap(out, False if bool_out else x1._weak)
+                    elif (t2 is float and is_ufunc and b1.dtype.kind in "fc"
+                          and b1.dtype in allowed):
+                        # NumPy 2 treats Python floats as weak (NEP 50), like Starling does.
+                        return wrap(impl(b1, x2), False if bool_out else x1._weak)
                     elif t2 in _FAST_SCALARS and b1.dtype in allowed:
                         s = _scalar_same_dtype(b1.dtype, x1._weak, x2)
                         if s is not None:
@@ -226,6 +231,9 @@ class Elementwise:
                 elif (type(x1) in _FAST_SCALARS and type(x2) is Array
                       and current_trace() is EVAL_TRACE):
                     b2 = x2._buf
+                    if (type(x1) is float and is_ufunc and b2.dtype.kind in "fc"
+                            and b2.dtype in allowed):
+                        return wrap(impl(x1, b2), False if bool_out else x2._weak)
                     if b2.dtype in allowed:
                         s = _scalar_same_dtype(b2.dtype, x2._weak, x1)
                         if s is not None:

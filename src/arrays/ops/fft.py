@@ -16,6 +16,10 @@ functions in ``starling.numpy.fft`` apply other normalizations, move the transfo
 end with transposes and pad or crop to the requested lengths, so the primitive itself never does.
 Implementation: NumPy's pocketfft (mixed-radix Cooley-Tukey with Bluestein's algorithm for large
 prime factors), which keeps single precision for complex64 / float32.
+
+Rules (end of file): the primitive is linear (JVP = the transform of the tangent), its
+transposes are transforms again (derived there per ``fft_type``), and batching moves the batch
+axis to the front.
 """
 from __future__ import annotations
 

@@ -284,6 +284,11 @@ def det(x, /):
     the pivots times the permutation's sign. A singular matrix gives exactly 0 when a pivot is an
     exact zero. ``n == 0`` gives 1.
 
+    Derivative: Jacobi's formula ``d det = trace(adj(x) dx)``, with the adjugate from ``det * inv``
+    for well-conditioned ``x`` and from the SVD for singular / ill-conditioned ``x`` (so the
+    gradient of a rank ``n-1`` matrix is its cofactor matrix, and 0 for lower rank). Second
+    derivatives at singular matrices need distinct singular values (real input only).
+
     Args:
         x: floating or complex array (bool/int promote to float32; float16/bfloat16 are computed
             in float32 and rounded back).
@@ -303,6 +308,9 @@ def slogdet(x, /):
     ``det(x) == sign * exp(logabsdet)`` without overflow. For a singular matrix ``sign`` is 0
     and ``logabsdet`` is ``-inf``. Computed from an LU factorization with partial pivoting
     (LAPACK ``getrf``): ``logabsdet`` is the sum of ``log|pivot|``.
+
+    Derivative: ``d logabsdet = re trace(x^-1 dx)``, ``d sign = sign * i im trace(x^-1 dx)``
+    (complex); NaN (no error) for a singular matrix.
 
     Returns:
         ``SlogdetResult(sign, logabsdet)``: ``sign`` has the dtype of ``x`` (for complex input a
@@ -427,7 +435,7 @@ def inv(x, /):
     """Inverse of each matrix of a stack: ``(*batch, n, n) -> (*batch, n, n)``.
 
     LU factorization with partial pivoting then triangular solves (LAPACK ``gesv`` against the
-    identity).
+    identity). Derivative: ``d inv(x) = -inv(x) dx inv(x)``.
 
     Raises:
         ValueError: ``x.ndim < 2`` or non-square matrices.
@@ -466,6 +474,8 @@ def solve(x1, x2, /):
     ``x2[..., None]``, as in NumPy >= 2.)
 
     Method: LU factorization with partial pivoting and two triangular solves (LAPACK ``gesv``).
+    Derivative: ``dx = solve(x1, dx2 - dx1 @ x)``; the solve is linear in ``x2`` (its transpose is
+    ``solve(x1^T, ct)``), and vmap over ``x2`` alone solves all right-hand sides at once.
 
     Raises:
         ValueError: non-square ``x1``, ``x2`` whose ``n`` dim does not match, batch dims that do
@@ -566,6 +576,7 @@ def cholesky(x, /, *, upper=False):
     Returns lower-triangular ``L`` with ``x = L @ L^H`` (or upper ``U = L^H`` with ``x = U^H @ U``
     when ``upper=True``). Only the lower triangle of ``x`` is read, or the upper one when
     ``upper=True`` (as NumPy), and the real part of the diagonal. Method: LAPACK ``potrf``.
+    Derivative: Murray 2016 (see ``_cholesky_jvp``), with respect to the triangle that is read.
 
     Raises:
         ValueError: non-square matrices.

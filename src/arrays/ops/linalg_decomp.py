@@ -71,6 +71,8 @@ def qr(x, /, *, mode="reduced"):
     Returns:
         ``QRResult(Q, R)`` (or the array ``R`` for mode "r"); ``Q`` has orthonormal columns,
         ``R`` is upper triangular. Signs follow LAPACK (R's diagonal may be negative).
+        Derivatives need full-rank input; ``mode="complete"`` with ``m > n`` raises
+        NotImplementedError (the extra columns of ``Q`` are not unique).
     Raises:
         ValueError: ``x.ndim < 2`` or an unknown mode.
     """
@@ -173,7 +175,13 @@ def svd(x, /, *, full_matrices=True, compute_uv=True):
             ``(*batch, m, k)`` and ``(*batch, k, n)`` with ``k = min(m, n)``.
         compute_uv: NumPy extension; False returns only ``S`` (same as ``svdvals``).
     Returns:
-        ``SVDResult(U, S, Vh)``; ``S (*batch, k)`` is real, non-negative and descending.
+        ``SVDResult(U, S, Vh)``; ``S (*batch, k)`` is real, non-negative and descending. Complex
+        singular vectors are in Starling's gauge (module docstring), so they may differ from
+        NumPy's by a unit phase per vector.
+    Derivatives: need distinct singular values (nonzero ones for complex input or for the
+    non-square part); ``U`` / ``Vh`` with ``full_matrices=True`` and ``m != n`` raise
+    NotImplementedError (the extra vectors are not unique). ``S`` alone (``compute_uv=False``,
+    ``svdvals``) is differentiable wherever its values are distinct.
     Raises:
         ValueError: ``x.ndim < 2``.
     """
@@ -298,7 +306,10 @@ def eigh(x, /, *, UPLO="L"):  # noqa: N803  (NumPy's keyword)
 
     Returns:
         ``EighResult(eigenvalues, eigenvectors)``: eigenvalues ``(*batch, n)`` ascending, in the
-        real dtype; eigenvectors ``(*batch, n, n)`` as columns.
+        real dtype; eigenvectors ``(*batch, n, n)`` as columns (complex ones in Starling's gauge:
+        the entry of largest modulus of each is real positive; NumPy's may differ by a phase).
+    Derivatives: with respect to the triangle that is read; the eigenvectors' need distinct
+    eigenvalues (the eigenvalues' do not).
     Raises:
         ValueError: non-square matrices, or UPLO not "L"/"U".
     """

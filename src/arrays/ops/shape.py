@@ -22,7 +22,7 @@ from ..convert import operand
 from ..device import check_device
 from .elementwise_family import broadcast_shapes as _broadcast_shapes
 from .shape_lax import (  # noqa: F401  (module-level helpers for other families)
-    AxisError, _shape_tuple, _static_ints, broadcast_in_dim, iota, normalize_axes,
+    AxisError, _shape_tuple, _static_ints, broadcast_buf, broadcast_in_dim, iota, normalize_axes,
     normalize_axis, rev, slice_in_dim, static_slice,
 )
 from .shape_lax import concatenate as lax_concatenate  # noqa: F401
@@ -37,8 +37,14 @@ __all__ = [
     "reshape", "ravel", "permute_dims", "transpose", "matrix_transpose", "swapaxes", "moveaxis",
     "squeeze", "expand_dims", "broadcast_to", "broadcast_arrays", "broadcast_shapes",
     "atleast_1d", "atleast_2d", "atleast_3d", "flip", "fliplr", "flipud", "rot90", "roll",
-    "tile", "repeat", "copy",
+    "tile", "repeat", "copy", "_T", "_mT",
 ]
+
+
+# Eager fast paths: for a concrete Array under the eval trace, the common calls hand their
+# arguments straight to NumPy (whose C checks accept exactly the same valid inputs: ints, NumPy
+# integers, -1 in reshape, negative axes; never bools) and wrap the result. Anything NumPy
+# rejects falls through to the checked path, which raises the error that names the op.
 
 
 # ---- reshape / ravel -------------------------------------------------------------------------
@@ -75,6 +81,18 @@ def reshape(x, /, shape, order="C", *, copy=None):
             into shape (4,)"), more than one -1, other negative entries, or a bad ``order``.
         TypeError: non-integer shape entries.
     """
+    if type(x) is Array and (order == "C" or order == "A") and current_trace() is EVAL_TRACE:
+        t = type(shape)
+        if t is tuple or t is int:
+            buf = x._buf
+            try:
+                out = buf.reshape(shape)
+                # NumPy reads any negative entry as the unknown dim; only -1 is valid here
+                ok = (shape >= -1) if t is int else (not shape or min(shape) >= -1)
+            except Exception:  # noqa: BLE001  (the checked path below raises our error)
+                ok = False
+            if ok:
+                return x if out.shape == buf.shape else wrap(out, x._weak)
     if type(x) is not Array and not isinstance(x, Tracer):
         x = operand(x, "reshape")
     new = _shape_tuple("reshape", shape, allow_minus_one=True)
@@ -99,6 +117,10 @@ def ravel(x, /, order="C"):
     "A" and "K" read as "C")."""
     if order == "K":
         order = "C"
+    if type(x) is Array and (order == "C" or order == "A") and current_trace() is EVAL_TRACE:
+        buf = x._buf
+        out = buf.reshape(-1)
+        return x if out.shape == buf.shape else wrap(out, x._weak)
     if type(x) is not Array and not isinstance(x, Tracer):
         x = operand(x, "ravel")
     return reshape(x, (-1,), order)
@@ -119,6 +141,10 @@ def permute_dims(x, /, axes):
         ValueError: ``axes`` is not a permutation of the dims (wrong length, repeats).
         AxisError: an entry is out of range.
     """
+    if type(x) is Array and type(axes) is tuple and current_trace() is EVAL_TRACE:
+        out = _eager_transpose(x, axes)
+        if out is not None:
+            return out
     x = operand(x, "permute_dims")
     ndim = len(x.shape)
     if isinstance(axes, (int, np.integer)):
@@ -133,9 +159,48 @@ def permute_dims(x, /, axes):
     return lax_transpose(x, perm)
 
 
+def _eager_transpose(x, axes):
+    """NumPy's transpose of a concrete Array's buffer, or None if NumPy rejects ``axes``."""
+    buf = x._buf
+    if len(axes) != buf.ndim:
+        return None
+    try:
+        out = buf.transpose(axes)
+    except Exception:  # noqa: BLE001
+        return None
+    # Same shape and strides: an identity permutation (up to equal size-1 dims): x itself.
+    if out.strides == buf.strides and out.shape == buf.shape:
+        return x
+    return wrap(out, x._weak)
+
+
+def _T(x):
+    """``x.T``: the dims reversed (a 0-d or 1-d array is returned as is)."""
+    if type(x) is Array and current_trace() is EVAL_TRACE:
+        buf = x._buf
+        return x if buf.ndim < 2 else wrap(buf.T, x._weak)
+    x = operand(x, "T")
+    return lax_transpose(x, tuple(range(x.ndim))[::-1])
+
+
+def _mT(x):
+    """``x.mT``: ``matrix_transpose(x)``."""
+    if type(x) is Array and current_trace() is EVAL_TRACE and x._buf.ndim >= 2:
+        return wrap(x._buf.swapaxes(-1, -2), x._weak)
+    return matrix_transpose(x)
+
+
 def transpose(a, axes=None):
     """NumPy ``transpose``: reverses the dims (``axes=None``) or permutes them like
     ``permute_dims``. Shape ``(d0, ..., dn-1) -> (dn-1, ..., d0)`` by default."""
+    if type(a) is Array and current_trace() is EVAL_TRACE:
+        if axes is None:
+            buf = a._buf
+            return a if buf.ndim < 2 else wrap(buf.T, a._weak)
+        if type(axes) is tuple:
+            out = _eager_transpose(a, axes)
+            if out is not None:
+                return out
     a = operand(a, "transpose")
     if axes is None:
         return lax_transpose(a, tuple(range(a.ndim))[::-1])
@@ -148,6 +213,8 @@ def matrix_transpose(x, /):
     Raises:
         ValueError: ``x`` has fewer than 2 dims.
     """
+    if type(x) is Array and current_trace() is EVAL_TRACE and x._buf.ndim >= 2:
+        return wrap(x._buf.swapaxes(-1, -2), x._weak)
     x = operand(x, "matrix_transpose")
     n = x.ndim
     if n < 2:
@@ -204,6 +271,15 @@ def squeeze(x, /, axis=None):
     Raises:
         ValueError: a named dim does not have size 1. AxisError: an axis is out of range.
     """
+    if type(x) is Array and (axis is None or type(axis) is int) and \
+            current_trace() is EVAL_TRACE:
+        buf = x._buf
+        try:
+            out = buf.squeeze(axis)
+        except Exception:  # noqa: BLE001  (the checked path raises our error)
+            pass
+        else:
+            return x if out.ndim == buf.ndim else wrap(out, x._weak)
     x = operand(x, "squeeze")
     shape = x.shape
     if axis is None:
@@ -225,6 +301,13 @@ def expand_dims(x, /, axis=0):
     Raises:
         AxisError: an axis is outside ``-(ndim+k)..ndim+k-1``. ValueError: repeated axes.
     """
+    if type(x) is Array and type(axis) is int and current_trace() is EVAL_TRACE:
+        buf = x._buf
+        n = buf.ndim + 1
+        if -n <= axis < n:
+            a = axis % n
+            shape = buf.shape
+            return wrap(buf.reshape(shape[:a] + (1,) + shape[a:]), x._weak)
     x = operand(x, "expand_dims")
     k = len(axis) if isinstance(axis, (tuple, list)) else 1
     dims = normalize_axes("expand_dims", axis, x.ndim + k)
@@ -254,6 +337,13 @@ def broadcast_to(x, /, shape):
     Raises:
         ValueError: ``x`` does not broadcast to ``shape`` (both named), or a negative entry.
     """
+    if type(x) is Array and type(shape) is tuple and current_trace() is EVAL_TRACE:
+        buf = x._buf
+        if shape == buf.shape and all(type(d) is int for d in shape):
+            return x
+        out = broadcast_buf(buf, shape)
+        if out is not None:
+            return wrap(out, x._weak)
     x = operand(x, "broadcast_to")
     shape = _shape_tuple("broadcast_to", shape)
     xs = x.shape
