@@ -22,7 +22,7 @@ class ConcretizationError(TypeError):
 
 
 class Trace:
-    """Base class of interpreters. Subclasses implement ``process_primitive``.
+    """Base class of interpreters. Subclasses define ``process_primitive(prim, args, params)``.
 
     ``parent`` is the trace that was current when this one was made; rules bind on it.
     """
@@ -34,9 +34,6 @@ class Trace:
         self.level = 0 if parent is None else parent.level + 1
         self.id = next(Trace._ids)
         self.valid = True
-
-    def process_primitive(self, prim, args, params):
-        raise NotImplementedError(f"{type(self).__name__} does not process primitives")
 
     def invalidate(self):
         self.valid = False
@@ -122,16 +119,12 @@ def new_trace(trace_type, *args, **kwargs):
 class Tracer:
     """Base class of the values a transformation passes through the user's function.
 
-    Subclasses set ``aval`` (a ShapedArray) and ``_trace``. Array operators and methods are
+    Subclasses define the ``aval`` property (a ShapedArray) and set ``_trace``. Array operators and methods are
     installed on this class by src/arrays (so tracers behave like arrays in user code).
     """
 
     __slots__ = ("_trace",)
     __array_priority__ = 1000
-
-    @property
-    def aval(self):
-        raise NotImplementedError
 
     @property
     def shape(self):

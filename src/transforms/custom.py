@@ -55,7 +55,36 @@ def _merge(nondiff_argnums, nondiff, diff):
     return out
 
 
-class custom_jvp:
+class _CustomBase:
+    """What custom_jvp and custom_vjp share: argument splitting and the flattened function."""
+
+    def __init__(self, fun, nondiff_argnums):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.nondiff_argnums = tuple(nondiff_argnums)
+        self._sig = inspect.signature(fun)
+
+    def _flatten_call(self, kind, args, kwargs):
+        """(name, nondiff, diff, leaves, in_tree, out_tree list, flat_fun) for one call."""
+        name = getattr(self.fun, "__name__", kind)
+        nondiff, diff = _split_args(self._sig, name, self.nondiff_argnums, args, kwargs)
+        leaves, in_tree = tree_util.flatten(diff)
+        leaves = [operand(x, name) for x in leaves]
+        out_tree = []
+
+        def flat_fun(*flat):
+            out = self.fun(*self._full_args(nondiff, in_tree, flat))
+            o_leaves, ot = tree_util.flatten(out)
+            out_tree.append(ot)
+            return [operand(o, name) for o in o_leaves]
+
+        return name, nondiff, diff, leaves, in_tree, out_tree, flat_fun
+
+    def _full_args(self, nondiff, in_tree, flat):
+        return _merge(self.nondiff_argnums, nondiff, tree_util.unflatten(in_tree, list(flat)))
+
+
+class custom_jvp(_CustomBase):
     """Wraps ``fun`` so that forward (and hence reverse) mode use a rule you supply.
 
     Usage::
@@ -74,12 +103,9 @@ class custom_jvp:
     """
 
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        super().__init__(fun, nondiff_argnums)
         self.jvp = None
         self.symbolic_zeros = False
-        self._sig = inspect.signature(fun)
 
     def defjvp(self, jvp, symbolic_zeros=False):
         self.jvp = jvp
@@ -87,20 +113,11 @@ class custom_jvp:
         return jvp
 
     def __call__(self, *args, **kwargs):
-        name = getattr(self.fun, "__name__", "custom_jvp")
         if self.jvp is None:
+            name = getattr(self.fun, "__name__", "custom_jvp")
             raise AttributeError(f"custom_jvp {name}: no JVP rule defined; use @{name}.defjvp")
-        nondiff, diff = _split_args(self._sig, name, self.nondiff_argnums, args, kwargs)
-        leaves, in_tree = tree_util.flatten(diff)
-        leaves = [operand(x, name) for x in leaves]
-        out_tree = []
-
-        def flat_fun(*flat):
-            out = self.fun(*_merge(self.nondiff_argnums, nondiff,
-                                   tree_util.unflatten(in_tree, list(flat))))
-            o_leaves, ot = tree_util.flatten(out)
-            out_tree.append(ot)
-            return [operand(o, name) for o in o_leaves]
+        name, nondiff, diff, leaves, in_tree, out_tree, flat_fun = self._flatten_call(
+            "custom_jvp", args, kwargs)
 
         def flat_jvp(primals, tangents):
             p = tree_util.unflatten(in_tree, list(primals))
@@ -134,7 +151,7 @@ def _fit_tangent(name, t, primal):
     return R.to_tangent_dtype(t, primal.aval)
 
 
-class custom_vjp:
+class custom_vjp(_CustomBase):
     """Wraps ``fun`` so that reverse mode uses a forward/backward pair you supply.
 
     Usage::
@@ -151,12 +168,9 @@ class custom_vjp:
     """
 
     def __init__(self, fun, nondiff_argnums=()):
-        functools.update_wrapper(self, fun)
-        self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        super().__init__(fun, nondiff_argnums)
         self.fwd = None
         self.bwd = None
-        self._sig = inspect.signature(fun)
 
     def defvjp(self, fwd, bwd):
         self.fwd = fwd
@@ -164,24 +178,14 @@ class custom_vjp:
         return self
 
     def __call__(self, *args, **kwargs):
-        name = getattr(self.fun, "__name__", "custom_vjp")
         if self.fwd is None:
+            name = getattr(self.fun, "__name__", "custom_vjp")
             raise AttributeError(f"custom_vjp {name}: no rule defined; use {name}.defvjp(fwd, bwd)")
-        nondiff, diff = _split_args(self._sig, name, self.nondiff_argnums, args, kwargs)
-        leaves, in_tree = tree_util.flatten(diff)
-        leaves = [operand(x, name) for x in leaves]
-        out_tree = []
-
-        def flat_fun(*flat):
-            out = self.fun(*_merge(self.nondiff_argnums, nondiff,
-                                   tree_util.unflatten(in_tree, list(flat))))
-            o_leaves, ot = tree_util.flatten(out)
-            out_tree.append(ot)
-            return [operand(o, name) for o in o_leaves]
+        name, nondiff, diff, leaves, in_tree, out_tree, flat_fun = self._flatten_call(
+            "custom_vjp", args, kwargs)
 
         def flat_fwd(*flat):
-            res = self.fwd(*_merge(self.nondiff_argnums, nondiff,
-                                   tree_util.unflatten(in_tree, list(flat))))
+            res = self.fwd(*self._full_args(nondiff, in_tree, flat))
             if not isinstance(res, (tuple, list)) or len(res) != 2:
                 raise TypeError(f"custom_vjp {name}: fwd must return (output, residuals)")
             out, residuals = res

@@ -203,6 +203,23 @@ def _check_diff_inputs(op, leaves, allow_int, holomorphic):
                 "gives float0 cotangents for integer inputs), or pass allow_int=True.")
 
 
+def _diff_args(op, fun, args, kwargs, argnums, allow_int, holomorphic):
+    """Selects the differentiated arguments: returns (single, leaves, treedef, f_partial) where
+    ``f_partial(*diff_args)`` calls ``fun`` with the other arguments held fixed."""
+    single, nums = _normalize_argnums(op, argnums, len(args))
+    leaves, treedef = tree_util.flatten(tuple(args[n] for n in nums))
+    leaves = _as_operands(leaves, op)
+    _check_diff_inputs(op, leaves, allow_int, holomorphic)
+
+    def f_partial(*dargs):
+        full = list(args)
+        for n, a in zip(nums, dargs):
+            full[n] = a
+        return fun(*full, **kwargs)
+
+    return single, leaves, treedef, f_partial
+
+
 def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """``value_and_grad(f)(*args)`` returns ``(f(*args), grad(f)(*args))`` in one pass.
 
@@ -217,18 +234,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     """
     @functools.wraps(fun)
     def value_and_grad_f(*args, **kwargs):
-        single, nums = _normalize_argnums("grad", argnums, len(args))
-        diff_args = tuple(args[n] for n in nums)
-        d_leaves, d_tree = tree_util.flatten(diff_args)
-        d_leaves = _as_operands(d_leaves, "grad")
-        _check_diff_inputs("grad", d_leaves, allow_int, holomorphic)
-
-        def f_partial(*dargs):
-            full = list(args)
-            for n, a in zip(nums, dargs):
-                full[n] = a
-            return fun(*full, **kwargs)
-
+        single, d_leaves, d_tree, f_partial = _diff_args("grad", fun, args, kwargs, argnums,
+                                                         allow_int, holomorphic)
         diff_vals = tree_util.unflatten(d_tree, d_leaves)
         if has_aux:
             out, vjp_fn, aux = vjp(f_partial, *diff_vals, has_aux=True)
@@ -296,18 +303,11 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
 
     @functools.wraps(fun)
     def jac_f(*args, **kwargs):
-        single, nums = _normalize_argnums("jacfwd", argnums, len(args))
-        diff = tuple(args[n] for n in nums)
-        leaves, tree = tree_util.flatten(diff)
-        leaves = _as_operands(leaves, "jacfwd")
-        _check_diff_inputs("jacfwd", leaves, False, holomorphic)
+        single, leaves, tree, f_partial = _diff_args("jacfwd", fun, args, kwargs, argnums,
+                                                     False, holomorphic)
 
         def f_flat(*flat):
-            full = list(args)
-            for n, a in zip(nums, tree_util.unflatten(tree, list(flat))):
-                full[n] = a
-            out = fun(*full, **kwargs)
-            return out
+            return f_partial(*tree_util.unflatten(tree, list(flat)))
 
         basis, total = _std_basis(leaves)
 
@@ -322,8 +322,7 @@ def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
         o_leaves, o_tree = tree_util.flatten(jac_t)
         result = []
         for o in o_leaves:
-            pieces, start = [], 0
-            per_arg = []
+            start, per_arg = 0, []
             for x in leaves:
                 n = int(np.prod(x.shape))
                 piece = o[..., start:start + n] if n else _empty_piece(o, n)
@@ -356,18 +355,8 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
 
     @functools.wraps(fun)
     def jac_f(*args, **kwargs):
-        single, nums = _normalize_argnums("jacrev", argnums, len(args))
-        diff = tuple(args[n] for n in nums)
-        d_leaves, d_tree = tree_util.flatten(diff)
-        d_leaves = _as_operands(d_leaves, "jacrev")
-        _check_diff_inputs("jacrev", d_leaves, allow_int, holomorphic)
-
-        def f_partial(*dargs):
-            full = list(args)
-            for n, a in zip(nums, dargs):
-                full[n] = a
-            return fun(*full, **kwargs)
-
+        single, d_leaves, d_tree, f_partial = _diff_args("jacrev", fun, args, kwargs, argnums,
+                                                         allow_int, holomorphic)
         res = vjp(f_partial, *tree_util.unflatten(d_tree, d_leaves), has_aux=has_aux)
         out, vjp_fn = res[0], res[1]
         o_leaves, o_tree = tree_util.flatten(out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core import dtypes
+from ...core.avals import is_symbolic
 from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import operand
@@ -37,7 +38,7 @@ def _number(op, name, v):
             raise TypeError(f"{op}: {name} must be a scalar, got an array of shape "
                             f"{tuple(np.shape(v))}")
         v = np.asarray(v).item()
-    if isinstance(v, (bool, int, float)):
+    if isinstance(v, (bool, int, float)) or is_symbolic(v):
         return v
     if isinstance(v, complex):
         raise TypeError(f"{op}: {name} must be real, got {v!r}")
@@ -74,12 +75,27 @@ def arange(start, /, stop=None, step=None, dtype=None, *, device=None):
         dt = dtypes.DEFAULT_FLOAT if is_float else dtypes.DEFAULT_INT
     else:
         dt = dtypes.canonicalize(dtype)
+    if is_symbolic(start) or is_symbolic(stop) or is_symbolic(step):
+        return _arange_symbolic(start, stop, step, dt)
     if (not is_float and start == 0 and step == 1 and not dtypes.is_bool(dt)):
         return iota(dt, (max(int(stop), 0),), 0)
     return wrap(_arange_numpy(start, stop, step, dtype, dt), False)
 
 
 _REAL = (int, float)
+
+
+def _arange_symbolic(start, stop, step, dt):
+    """``arange`` with symbolic-dim bounds (dynamic shapes): integer ``start`` / ``stop`` and
+    step 1 only, as ``iota + start`` of length ``stop - start`` (must be provably >= 0)."""
+    if step != 1 or isinstance(start, float) or isinstance(stop, float) or dtypes.is_bool(dt):
+        raise TypeError(f"arange: with symbolic-dim bounds only integer start/stop and step 1 "
+                        f"are supported, got start={start}, stop={stop}, step={step}")
+    n = stop - start
+    if not n >= 0:
+        raise ValueError(f"arange: the length {n} may be negative for some sizes in range")
+    out = iota(dt, (n,), 0)
+    return out if (type(start) is int and start == 0) else out + start
 
 
 def _arange_eager(start, stop, step, dtype):

@@ -232,12 +232,13 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     dph = mH(dp)
     du = mm(u, f * (dp * sr + sc * dph))
     dv = mm(v, f * (sc * dp + dph * sr))
-    inv_s = 1.0 / s
+    cplx = dtypes.is_complex(x.dtype)
+    inv_s = 1.0 / s if (m != n or cplx) else None  # only where divided by (s may hold zeros)
     if m > k:
         du = du + (mm(t, v) - mm(u, dp)) * row(inv_s)
     if n > k:
         dv = dv + (mm(mH(t), u) - mm(v, dph)) * row(inv_s)
-    if dtypes.is_complex(x.dtype):
+    if cplx:
         itheta = gauge_phase(v, dv)
         dv = dv + v * row(itheta)
         du = du + u * row(itheta + imag_diag_part(diag_part(dp)) * inv_s)

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core import dtypes
-from ...core.avals import ShapedArray
+from ...core.avals import ShapedArray, is_symbolic
 from ...core.primitive import Primitive
 from ...core.ad_util import Zero, is_undefined, tangent_aval
 from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
@@ -51,7 +51,8 @@ def _shape_str(shape):
 
 def _shape_tuple(op, shape, allow_minus_one=False):
     """A user shape (int or sequence of ints) as a tuple of ints; errors name ``op``."""
-    if isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_)):
+    if (isinstance(shape, (int, np.integer)) and not isinstance(shape, (bool, np.bool_))) \
+            or is_symbolic(shape):
         shape = (shape,)
     try:
         dims = tuple(shape)
@@ -61,6 +62,9 @@ def _shape_tuple(op, shape, allow_minus_one=False):
     out = []
     for d in dims:
         if type(d) is not int:
+            if is_symbolic(d):  # a symbolic dim (dynamic shapes): kept as is
+                out.append(d)
+                continue
             if isinstance(d, (bool, np.bool_)) or not hasattr(d, "__index__"):
                 raise TypeError(f"{op}: shape entries must be integers, got {shape!r}")
             try:

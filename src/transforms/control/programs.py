@@ -147,3 +147,13 @@ def check_same_avals(op, what, paths, before, after):
             raise TypeError(f"{op}: {what} {tree_util.path_str(path)} changes from "
                             f"{a.str_short()} to {b.str_short()}; the carry must keep its shape "
                             "and dtype across iterations")
+
+
+def split_list(seq, *sizes):
+    """Splits ``seq`` into consecutive lists of the given sizes, plus the remainder."""
+    out, start = [], 0
+    for n in sizes:
+        out.append(list(seq[start:start + n]))
+        start += n
+    out.append(list(seq[start:]))
+    return out

@@ -23,17 +23,9 @@ from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
 from . import programs as P
+from .programs import split_list as _split
 
 scan_p = Primitive("scan", multiple_results=True, family="control")
-
-
-def _split(seq, *sizes):
-    out, start = [], 0
-    for n in sizes:
-        out.append(list(seq[start:start + n]))
-        start += n
-    out.append(list(seq[start:]))
-    return out
 
 
 def _impl(*args, body, length, reverse, num_consts, num_carry, unroll):

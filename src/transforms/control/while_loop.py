@@ -33,18 +33,10 @@ from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
 from . import programs as P
+from .programs import split_list as _split
 from .scan import scan_p
 
 while_p = Primitive("while", multiple_results=True, family="control")
-
-
-def _split(seq, *sizes):
-    out, start = [], 0
-    for n in sizes:
-        out.append(list(seq[start:start + n]))
-        start += n
-    out.append(list(seq[start:]))
-    return out
 
 
 def _run(cond, body, cond_consts, body_consts, carry, max_iterations, on_step=None):
