@@ -85,7 +85,9 @@ VMAP_CASES = [(info, dt) for info in REGISTRY if info.vmap and not info.eager_on
               for dt in info.dtypes[:3] + info.dtypes[-2:]]
 
 
-def _variants(a, keep_sorted=False, n=3):
+def _variants(a, keep_sorted=False, n=3, how="roll"):
+    if how == "scale":  # keeps structure such as positive definiteness
+        return [a, (a * 2).astype(a.dtype), (a * 3).astype(a.dtype)][:n]
     flat = a.reshape(-1)
     out = [a, np.roll(flat, 1).reshape(a.shape), np.roll(flat, 2).reshape(a.shape)][:n]
     if not keep_sorted:
@@ -113,7 +115,8 @@ def test_vmap_matches_loop(case, rng):
                 args[i] = a
             return op(*args, **sample.kwargs)
 
-        batches = [_variants(sample.args[i], keep_sorted=i in info.sorted_args) for i in pos]
+        batches = [_variants(sample.args[i], keep_sorted=i in info.sorted_args,
+                             how=info.vmap_variants) for i in pos]
         # all operands batched on axis 0, then only the first batched on its last axis
         for mode in ("all0", "first_last"):
             if mode == "all0":

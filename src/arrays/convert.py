@@ -10,6 +10,7 @@ import numbers
 import numpy as np
 
 from ..core import dtypes
+from ..core.symbolic import DimExpr
 from ..core.trace import Tracer
 from .array import Array, wrap
 
@@ -53,6 +54,9 @@ def operand(x, op="op"):
         return scalar_operand(x, op)
     if isinstance(x, Array):
         return x
+    if isinstance(x, DimExpr):  # a symbolic dim used as a value (dynamic shapes)
+        from .ops.dim_value import dim_value
+        return dim_value(x)
     return from_array_like(x, op)
 
 

@@ -115,6 +115,10 @@ def bounds(e):
             if alo >= 0 and ahi < int(m):
                 return alo, ahi
             return 0, int(m) - 1
+        mlo, mhi = bounds(m)
+        alo, ahi = bounds(a)
+        if mlo >= 1 and alo >= 0:
+            return 0, min(ahi, mhi - 1)
     if isinstance(e, (sympy.Max, sympy.Min)):
         ivs = [bounds(a) for a in e.args]
         f = max if isinstance(e, sympy.Max) else min

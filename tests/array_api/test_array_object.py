@@ -13,7 +13,7 @@ from hypothesis.extra import numpy as hnp
 
 import starling.numpy as xp
 from tests.array_api import (
-    ALL_DTYPES, COMPLEX_FLOATS, FLOATS, INTS, NUMERIC, REAL, REAL_FLOATS, dname,
+    ALL_DTYPES, FLOATS, INTS, NUMERIC, REAL, REAL_FLOATS, dname,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

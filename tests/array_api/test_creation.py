@@ -290,6 +290,20 @@ def test_from_dlpack():
     assert _vals(back) == [1, 2, 3]
 
 
+def test_from_dlpack_copy_false():
+    # copy=False: never copy; when a copy would be needed, raise (ValueError per the Raises
+    # section, BufferError per the copy parameter). Starling always owns its buffers, so a
+    # foreign buffer needs a copy; its own arrays do not.
+    src = np.arange(3.0)
+    with pytest.raises((ValueError, BufferError)):
+        xp.from_dlpack(src, copy=False)
+    x = xp.asarray([1.0, 2.0])
+    assert _vals(xp.from_dlpack(x, copy=False)) == [1.0, 2.0]
+    r = xp.from_dlpack(src, copy=True)
+    src[0] = 99.0
+    assert _vals(r) == [0.0, 1.0, 2.0]
+
+
 def test_from_dlpack_without_protocol_raises():
     with pytest.raises((AttributeError, TypeError)):
         xp.from_dlpack([1, 2, 3])

@@ -1,4 +1,5 @@
-"""Special cases of the elementwise functions for complex floating-point operands (Array API 2023.12).
+"""Special cases of the elementwise functions for complex floating-point operands
+(Array API 2023.12).
 
 Each row is one bullet of the standard's complex "Special Cases" lists: input ``a + bj`` and the
 expected real and imaginary components. Functions the standard defines through another one
@@ -245,8 +246,8 @@ def test_complex_unary_special_case(row):
             else:
                 ok = r.dtype == REAL_OF[dt] and matches(re, got)
             if not ok:
-                bad.append(f"{dname(dt)}: got {fmt(got if isinstance(got, np.bool_) else float(got))}"
-                           f" ({r.dtype})")
+                shown = got if isinstance(got, np.bool_) else float(got)
+                bad.append(f"{dname(dt)}: got {fmt(shown)} ({r.dtype})")
             continue
         if r.dtype != dt:
             bad.append(f"{dname(dt)}: dtype {r.dtype}")

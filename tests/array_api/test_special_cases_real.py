@@ -14,7 +14,7 @@ import pytest
 
 import starling.numpy as xp
 from tests.array_api import (
-    ANYZ, INF, NAN, NINF, PI, REAL_FLOATS, Approx, OneOf, dname, fmt, matches, scalar,
+    INF, NAN, NINF, PI, REAL_FLOATS, Approx, OneOf, dname, fmt, matches, scalar,
 )
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")

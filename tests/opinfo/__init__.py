@@ -59,6 +59,7 @@ class OpInfo:
     grad_order: int = 2
     vmap: bool = True
     sorted_args: tuple = ()   # argument positions that must stay sorted in vmap variants
+    vmap_variants: str = "roll"   # how vmap batch variants are made: "roll" entries, "scale" 1,2,3
 
     def tol(self, dtype):
         default = {"float16": (1e-3, 1e-3), "bfloat16": (1e-2, 1e-2), "float32": (1e-5, 1e-6),

@@ -59,6 +59,8 @@ def arange(start, /, stop=None, step=None, dtype=None, *, device=None):
         ConcretizationError: a traced bound (the length would depend on data).
     """
     if device is None and current_trace() is EVAL_TRACE:
+        if type(start) is int and stop is None and step is None and dtype is None:
+            return wrap(np.arange(start, dtype=dtypes.DEFAULT_INT), False)  # arange(n)
         out = _arange_eager(start, stop, step, dtype)
         if out is not None:
             return out

@@ -30,6 +30,7 @@ import operator
 import numpy as np
 
 from ...core import dtypes
+from ...core.avals import is_symbolic
 from ...core.trace import ConcretizationError, Tracer
 from ..array import Array, wrap
 from . import shape_lax
@@ -311,8 +312,11 @@ def basic_index(x, entries):
             changed = True
         elif kind == "slice":
             d = e[2]
-            start, stop, step = e[1].indices(d)
-            n = len(range(start, stop, step))
+            if type(d) is int:
+                start, stop, step = e[1].indices(d)
+                n = len(range(start, stop, step))
+            else:
+                start, stop, step, n = symbolic_slice_indices(e[1], d)
             out_shape.append(n)
             if n == 0:
                 starts.append(0)
@@ -329,7 +333,8 @@ def basic_index(x, entries):
                 strides.append(-step)
                 if n > 1:
                     flip.append(len(starts) - 1)
-    if not changed and not flip and tuple(limits) == tuple(x.shape) and not any(starts) \
+    if not changed and not flip and tuple(limits) == tuple(x.shape) \
+            and all(s == 0 for s in starts) \
             and all(s == 1 for s in strides):
         return x
     y = shape_lax.static_slice(x, starts, limits, strides)
@@ -343,7 +348,44 @@ def _is_full(e):
     if e[0] != "slice":
         return False
     s = e[1]
+    if type(e[2]) is not int:
+        return s.start in (None, 0) and s.stop is None and s.step in (None, 1)
     return s.indices(e[2]) == (0, e[2], 1)
+
+
+def _smin(a, b):
+    return a if a <= b else b  # bool() of an undecidable symbolic comparison raises
+
+
+def _smax(a, b):
+    return a if a >= b else b
+
+
+def symbolic_slice_indices(s, d):
+    """``slice.indices`` plus the length for a symbolic dim ``d`` (dynamic shapes); the slice
+    bounds are static ints. Comparisons the dims' ranges cannot decide raise
+    InconclusiveDimensionError (e.g. ``x[:5]`` for a dim that may be smaller or larger)."""
+    step = 1 if s.step is None else operator.index(s.step)
+    if step == 0:
+        raise ValueError("slice step cannot be zero")
+
+    def bound(v, default, lo, hi):
+        if v is None:
+            return default
+        v = operator.index(v) if not is_symbolic(v) else v
+        if v < 0:
+            return _smax(d + v, lo)
+        return _smin(v, hi)
+
+    if step > 0:
+        start = bound(s.start, 0, 0, d)
+        stop = bound(s.stop, d, 0, d)
+        n = _smax((stop - start + step - 1) // step, 0)
+    else:
+        start = bound(s.start, d - 1, -1, d - 1)
+        stop = bound(s.stop, -1, -1, d - 1)
+        n = _smax((start - stop - step - 1) // (-step), 0)
+    return start, stop, step, n
 
 
 def gather_form(op, entries):

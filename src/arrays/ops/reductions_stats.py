@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from ...core import dtypes
+from ...core.avals import is_symbolic
 from ..convert import operand
 from .autodiff import stop_gradient_p
 from .axes import normalize_axes
@@ -28,6 +29,12 @@ from .reductions import (
 
 __all__ = ["mean", "var", "std", "average", "logsumexp", "nansum", "nanprod", "nanmean",
            "nanvar", "nanstd", "nanmax", "nanmin", "allclose", "array_equal"]
+
+
+def _count(n):
+    """A divisor count: a float, or the symbolic dim itself (dynamic shapes: staged as a
+    run-time value)."""
+    return n if is_symbolic(n) else float(n)
 
 
 def mean_dtypes(op, dt, dtype):
@@ -59,7 +66,7 @@ def _mean_acc(op, x, axes, acc, keepdims, where):
     snp = _ns()
     if where is None:
         s = apply(reduce_sum_p, x, axes, keepdims)
-        return snp.divide(s, float(reduction_size(x.shape, axes)))
+        return snp.divide(s, _count(reduction_size(x.shape, axes)))
     ones = _broadcast_mask(op, where, x.shape, acc)
     s = apply(reduce_sum_p, masked(op, x, where, 0), axes, keepdims)
     return snp.divide(s, apply(reduce_sum_p, ones, axes, keepdims))
@@ -139,7 +146,7 @@ def _var_acc(op, x, axis, dtype, correction, keepdims, where):
     if where is None:
         s = apply(reduce_sum_p, _abs2(d), axes, keepdims)
         n = reduction_size(x.shape, axes)
-        r = snp.divide(s, float(builtins.max(n - correction, 0)))
+        r = snp.divide(s, _count(builtins.max(n - correction, 0)))
     else:
         # Masked before squaring: a masked-out NaN would otherwise give 2 * NaN * 0 = NaN
         # in the derivative of the square.

@@ -88,7 +88,12 @@ def reshape(x, /, shape, order="C", *, copy=None):
             try:
                 out = buf.reshape(shape)
                 # NumPy reads any negative entry as the unknown dim; only -1 is valid here
-                ok = (shape >= -1) if t is int else (not shape or min(shape) >= -1)
+                if t is int:
+                    ok = shape >= -1
+                elif out.shape == shape:
+                    ok = True
+                else:
+                    ok = shape[0] >= -1 if len(shape) == 1 else min(shape) >= -1
             except Exception:  # noqa: BLE001  (the checked path below raises our error)
                 ok = False
             if ok:

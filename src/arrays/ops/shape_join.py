@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core import dtypes
-from ...core.trace import Tracer
+from ...core.trace import EVAL_TRACE, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import operand
 from .convert_element_type import convert_element_type
@@ -94,11 +94,37 @@ def concatenate(arrays, axis=0, *, dtype=None):
             message lists every shape). AxisError: ``axis`` out of range. TypeError: dtypes that
             do not promote (float8 with float32, ...).
     """
+    if dtype is None and (type(arrays) is list or type(arrays) is tuple) and len(arrays) > 1 \
+            and (axis is None or type(axis) is int) and current_trace() is EVAL_TRACE:
+        out = _eager_concatenate(arrays, axis)
+        if out is not None:
+            return out
     arrays = _promoted("concatenate", _as_list("concatenate", arrays), dtype)
     if axis is None:
         arrays = [lax_reshape(a, (a.size,)) for a in arrays]
         axis = 0
     return _join("concatenate", arrays, axis)
+
+
+def _eager_concatenate(arrays, axis):
+    """np.concatenate of concrete Arrays of one dtype and weak type (no promotion needed), or
+    None: NumPy's checks accept exactly the valid calls; others take the checked path."""
+    first = arrays[0]
+    if type(first) is not Array:
+        return None
+    dt, weak = first._buf.dtype, first._weak
+    bufs = []
+    for a in arrays:
+        if type(a) is not Array or a._weak != weak:
+            return None
+        b = a._buf
+        if b.dtype != dt or b.ndim == 0:
+            return None
+        bufs.append(b)
+    try:
+        return wrap(np.concatenate(bufs, axis=axis), weak)
+    except Exception:  # noqa: BLE001  (the checked path raises the error naming the op)
+        return None
 
 
 def concat(arrays, /, *, axis=0):

@@ -18,7 +18,7 @@ from ...arrays.ops.convert_element_type import convert_element_type
 from ...arrays.ops import rules as R
 from ...core import dtypes
 from ...core.ad_util import Zero, is_undefined, tangent_aval
-from ...core.avals import ShapedArray
+from ...core.avals import ShapedArray, is_symbolic
 from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
@@ -238,11 +238,11 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     c_leaves = [operand(c, "scan") for c in c_leaves]
     x_leaves, x_tree = tree_util.flatten(xs)
     x_leaves = [operand(x, "scan") for x in x_leaves]
-    lengths = {int(x.shape[0]) for x in x_leaves if x.ndim > 0}
+    lengths = {_trip(x.shape[0]) for x in x_leaves if x.ndim > 0}
     if any(x.ndim == 0 for x in x_leaves):
         raise ValueError("scan: every leaf of xs needs a leading axis to scan over; got a scalar")
     if length is not None:
-        lengths.add(int(length))
+        lengths.add(_trip(length))
     if len(lengths) > 1:
         raise ValueError(f"scan: xs leaves and length disagree on the trip count: "
                          f"{sorted(lengths)} (xs shapes {[tuple(x.shape) for x in x_leaves]})")
@@ -255,6 +255,11 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
                        num_consts=len(consts), num_carry=len(c_leaves), unroll=int(unroll))
     carry, ys = outs[:len(c_leaves)], outs[len(c_leaves):]
     return tree_util.unflatten(c_tree, carry), tree_util.unflatten(y_tree, ys)
+
+
+def _trip(n):
+    # A symbolic leading dim (dynamic shapes) stays symbolic: bind_shapes fixes it per call.
+    return n if is_symbolic(n) else int(n)
 
 
 def _slice_aval(x):

@@ -1,0 +1,374 @@
+"""``starling.nn.functional``: activations, attention, dropout, normalisation, convolution,
+pooling and losses as pure functions (PyTorch's names and argument conventions: ``dim`` is the
+axis, the class / channel dim of batched input is 1).
+
+All functions are compositions of ``starling.numpy`` operations (plus the ``erf`` primitive),
+so they work under grad, vmap and compile. Randomness (dropout) comes from an explicit key.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import numpy as snp
+from .. import random
+from ..arrays.ops.special import erf, erfc
+from ..transforms.custom import custom_jvp
+from .functional_conv import (  # noqa: F401
+    avg_pool1d, avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d,
+)
+from .losses import (  # noqa: F401
+    binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
+    l1_loss, mse_loss, nll_loss, smooth_l1_loss,
+)
+
+__all__ = [
+    "relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "softplus",
+    "sigmoid", "logsigmoid", "tanh", "softmax", "log_softmax", "softmin", "glu", "hardtanh",
+    "hardsigmoid", "hardswish", "softsign", "erf", "erfc",
+    "dropout", "linear", "bilinear", "embedding", "one_hot", "normalize",
+    "layer_norm", "rms_norm", "batch_norm", "scaled_dot_product_attention",
+    "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
+    "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+    "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+]
+
+
+# ---- activations ---------------------------------------------------------------------------------
+# Kinks follow PyTorch's subgradients: relu / relu6 / hardtanh have derivative 0 at their corners
+# (clip with static bounds), leaky_relu has the negative slope at 0.
+
+def relu(x):
+    """``max(x, 0)`` elementwise; derivative 0 at 0, NaN propagates. Shape and dtype kept."""
+    return snp.clip(x, 0.0, None)
+
+
+def relu6(x):
+    """``min(max(x, 0), 6)``."""
+    return snp.clip(x, 0.0, 6.0)
+
+
+def hardtanh(x, min_val=-1.0, max_val=1.0):
+    """``clip(x, min_val, max_val)``; derivative 1 strictly inside, 0 elsewhere (PyTorch)."""
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
+    return snp.clip(x, min_val, max_val)
+
+
+def leaky_relu(x, negative_slope=0.01):
+    """``x`` where ``x > 0`` else ``negative_slope * x``."""
+    return snp.where(x > 0, x, x * negative_slope)
+
+
+def elu(x, alpha=1.0):
+    """``x`` where ``x > 0`` else ``alpha * (exp(x) - 1)`` (Clevert et al. 2016)."""
+    return snp.where(x > 0, x, snp.expm1(snp.minimum(x, 0.0)) * alpha)
+
+
+def celu(x, alpha=1.0):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` (Barron 2017)."""
+    return snp.where(x > 0, x, snp.expm1(snp.minimum(x, 0.0) / alpha) * alpha)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(x):
+    """``scale * elu(x, alpha)`` with Klambauer et al. (2017)'s constants."""
+    return elu(x, _SELU_ALPHA) * _SELU_SCALE
+
+
+def gelu(x, approximate="none"):
+    """Gaussian error linear unit (Hendrycks & Gimpel 2016).
+
+    ``approximate="none"``: ``x * Phi(x) = x/2 * erfc(-x / sqrt(2))`` (erfc keeps full relative
+    accuracy for very negative x); ``"tanh"``: ``x/2 * (1 + tanh(sqrt(2/pi) (x + 0.044715
+    x^3)))``.
+
+    Raises:
+        ValueError: another ``approximate`` value.
+    """
+    if approximate == "none":
+        return x * erfc(x * -0.7071067811865476) * 0.5
+    if approximate == "tanh":
+        inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+        return x * (snp.tanh(inner) + 1.0) * 0.5
+    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+
+
+@custom_jvp
+def _sigmoid(x):
+    t = snp.exp(-snp.abs(x))  # never overflows
+    return snp.where(x >= 0, 1.0 / (1.0 + t), t / (1.0 + t))
+
+
+@_sigmoid.defjvp
+def _sigmoid_jvp(primals, tangents):
+    s = _sigmoid(primals[0])
+    return s, tangents[0] * s * (1.0 - s)
+
+
+def sigmoid(x):
+    """``1 / (1 + exp(-x))``, computed without overflow; derivative ``s (1 - s)``."""
+    x = snp.asarray(x)
+    if not snp.isdtype(x.dtype, ("real floating",)):
+        x = snp.astype(x, snp.float32)
+    return _sigmoid(x)
+
+
+def logsigmoid(x):
+    """``log(sigmoid(x)) = -softplus(-x)``, stable for large ``|x|``."""
+    return -snp.logaddexp(-x, 0.0)
+
+
+def tanh(x):
+    return snp.tanh(x)
+
+
+def silu(x):
+    """``x * sigmoid(x)`` (a.k.a. swish; Elfwing et al. 2018)."""
+    return x * sigmoid(x)
+
+
+def softplus(x, beta=1.0, threshold=20.0):
+    """``log(1 + exp(beta x)) / beta``, and ``x`` where ``beta x > threshold`` (PyTorch)."""
+    bx = x * beta if beta != 1.0 else x
+    soft = snp.logaddexp(bx, 0.0)
+    if beta != 1.0:
+        soft = soft / beta
+    return snp.where(bx > threshold, x, soft)
+
+
+def mish(x):
+    """``x * tanh(softplus(x))`` (Misra 2019)."""
+    return x * snp.tanh(softplus(x))
+
+
+def softsign(x):
+    """``x / (1 + |x|)``."""
+    return x / (snp.abs(x) + 1.0)
+
+
+def hardsigmoid(x):
+    """``relu6(x + 3) / 6``."""
+    return snp.clip(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+def hardswish(x):
+    """``x * relu6(x + 3) / 6`` (Howard et al. 2019)."""
+    return x * hardsigmoid(x)
+
+
+def softmax(x, dim=-1):
+    """``exp(x) / sum(exp(x), dim)`` with the max subtracted first (no overflow).
+
+    A slice that is all ``-inf`` gives NaN, as in PyTorch.
+    """
+    m = snp.max(x, axis=dim, keepdims=True)
+    e = snp.exp(x - _stop(m))
+    return e / snp.sum(e, axis=dim, keepdims=True)
+
+
+def log_softmax(x, dim=-1):
+    """``x - logsumexp(x, dim)``."""
+    return x - snp.logsumexp(x, axis=dim, keepdims=True)
+
+
+def softmin(x, dim=-1):
+    return softmax(-x, dim)
+
+
+def glu(x, dim=-1):
+    """Gated linear unit (Dauphin et al. 2017): ``a * sigmoid(b)`` where ``a, b`` are the two
+    halves of ``x`` along ``dim``. Shape ``(..., 2n, ...) -> (..., n, ...)``.
+
+    Raises:
+        ValueError: the size of ``dim`` is odd.
+    """
+    n = x.shape[dim]
+    if n % 2:
+        raise ValueError(f"glu: dim {dim} must have an even size, got {n} (shape {x.shape})")
+    a, b = snp.split(x, 2, axis=dim)
+    return a * sigmoid(b)
+
+
+def _stop(x):
+    from .. import stop_gradient
+    return stop_gradient(x)
+
+
+# ---- dropout, linear, embedding --------------------------------------------------------------------
+
+def dropout(x, p=0.5, training=True, *, key=None):
+    """Zeroes each element with probability ``p`` and scales the rest by ``1 / (1 - p)``
+    (Srivastava et al. 2014). Identity when not ``training`` or ``p == 0``.
+
+    Args:
+        key: PRNG key (required when active).
+    Raises:
+        ValueError: ``p`` outside [0, 1]. TypeError: active without a key.
+    """
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if key is None:
+        raise TypeError("dropout: in training mode dropout needs an explicit PRNG key: pass "
+                        "key=starling.random.key(...) (or call model.eval())")
+    if p == 1.0:
+        return snp.zeros_like(x)
+    keep = random.bernoulli(key, 1.0 - p, tuple(x.shape))
+    return snp.where(keep, x / (1.0 - p), 0.0)
+
+
+def linear(x, weight, bias=None):
+    """``x @ weight.T + bias``: ``(*, in) x (out, in) -> (*, out)``."""
+    y = snp.matmul(x, snp.matrix_transpose(weight))
+    return y if bias is None else y + bias
+
+
+def bilinear(x1, x2, weight, bias=None):
+    """``y_o = x1^T A_o x2 + b_o``: ``(*, in1), (*, in2), (out, in1, in2) -> (*, out)``."""
+    y = snp.einsum("...i,oij,...j->...o", x1, weight, x2)
+    return y if bias is None else y + bias
+
+
+def embedding(indices, weight, padding_idx=None):
+    """Rows of ``weight`` ``(num, dim)`` at integer ``indices`` ``(*)`` -> ``(*, dim)``.
+
+    Rows looked up at ``padding_idx`` get no gradient (PyTorch).
+    """
+    if not snp.isdtype(snp.asarray(indices).dtype, "integral"):
+        raise TypeError(f"embedding: indices must be integers, got {snp.asarray(indices).dtype}")
+    out = snp.take(weight, indices, axis=0)
+    if padding_idx is not None:
+        pad = (indices == padding_idx)[..., None]
+        out = snp.where(pad, _stop(out), out)
+    return out
+
+
+def one_hot(indices, num_classes=-1):
+    """int64 ``(*, num_classes)`` one-hot of integer ``indices`` ``(*)``; ``num_classes=-1``
+    uses ``max + 1`` (needs concrete indices)."""
+    if num_classes < 0:
+        num_classes = int(snp.max(indices)) + 1
+    return snp.astype(indices[..., None] == snp.arange(num_classes), snp.int64)
+
+
+def normalize(x, p=2.0, dim=1, eps=1e-12):
+    """``x / max(||x||_p, eps)`` along ``dim``."""
+    norm = snp.sum(snp.abs(x) ** p, axis=dim, keepdims=True) ** (1.0 / p)
+    return x / snp.maximum(norm, eps)
+
+
+# ---- normalisation ---------------------------------------------------------------------------------
+
+def _norm_axes(op, x, normalized_shape):
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    k = len(shape)
+    if tuple(x.shape[x.ndim - k:]) != shape or x.ndim < k:
+        raise ValueError(f"{op}: input shape {tuple(x.shape)} does not end with normalized_shape "
+                         f"{shape}")
+    return tuple(range(x.ndim - k, x.ndim))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Ba et al. (2016): ``(x - mean) / sqrt(var + eps) * weight + bias`` over the trailing
+    ``normalized_shape`` dims (biased variance)."""
+    axes = _norm_axes("layer_norm", x, normalized_shape)
+    mean = snp.mean(x, axis=axes, keepdims=True)
+    xc = x - mean
+    var = snp.mean(xc * xc, axis=axes, keepdims=True)
+    y = xc * snp.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
+def rms_norm(x, normalized_shape, weight=None, eps=None):
+    """Zhang & Sennrich (2019): ``x / sqrt(mean(x^2) + eps) * weight`` over the trailing
+    ``normalized_shape`` dims; ``eps=None`` is the dtype's machine epsilon (PyTorch)."""
+    axes = _norm_axes("rms_norm", x, normalized_shape)
+    if eps is None:
+        eps = float(snp.finfo(x.dtype).eps)
+    y = x * snp.rsqrt(snp.mean(x * x, axis=axes, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def _channel_shape(x):
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Ioffe & Szegedy (2015) over ``(N, C, *)`` input, per channel ``C``.
+
+    ``training``: normalise with the batch's mean and biased variance; otherwise with
+    ``running_mean`` / ``running_var``. Pure: the running statistics are NOT updated here (the
+    BatchNorm modules do that, see ``nn.BatchNorm1d``); ``momentum`` is accepted for
+    PyTorch's signature.
+    """
+    if x.ndim < 2:
+        raise ValueError(f"batch_norm: expected input (N, C, *), got shape {tuple(x.shape)}")
+    axes = (0,) + tuple(range(2, x.ndim))
+    cs = _channel_shape(x)
+    if training or running_mean is None:
+        mean = snp.mean(x, axis=axes, keepdims=True)
+        xc = x - mean
+        var = snp.mean(xc * xc, axis=axes, keepdims=True)
+    else:
+        xc = x - snp.reshape(running_mean, cs)
+        var = snp.reshape(running_var, cs)
+    y = xc * snp.rsqrt(var + eps)
+    if weight is not None:
+        y = y * snp.reshape(weight, cs)
+    return y if bias is None else y + snp.reshape(bias, cs)
+
+
+# ---- attention -------------------------------------------------------------------------------------
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False, *,
+                                 dropout_key=None):
+    """``softmax(q k^T * scale + mask) v`` (Vaswani et al. 2017), PyTorch's conventions.
+
+    Args:
+        query: ``(*batch, Hq, L, E)`` (or any ``(*, L, E)``).
+        key: ``(*batch, Hk, S, E)``; value: ``(*batch, Hk, S, Ev)``.
+        attn_mask: broadcastable to ``(*, L, S)``: bool (True = may attend) or float (added
+            to the scores).
+        dropout_p: dropout probability on the attention weights (needs ``dropout_key``).
+        is_causal: attend only to positions ``j <= i`` (lower-triangular ``(L, S)`` mask).
+        scale: default ``1 / sqrt(E)``.
+        enable_gqa: grouped-query attention: key / value heads (dim -3) are repeated to
+            ``Hq`` (``Hq`` a multiple of ``Hk``).
+    Returns:
+        ``(*batch, Hq, L, Ev)``. A query row that may attend to nothing gives NaN (PyTorch).
+    Raises:
+        ValueError: both ``attn_mask`` and ``is_causal``; bad head counts for gqa.
+    """
+    if attn_mask is not None and is_causal:
+        raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal")
+    e = query.shape[-1]
+    scale = 1.0 / math.sqrt(e) if scale is None else scale
+    if enable_gqa and key.shape[-3] != query.shape[-3]:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if hq % hk:
+            raise ValueError(f"scaled_dot_product_attention: query heads ({hq}) must be a "
+                             f"multiple of key/value heads ({hk}) for enable_gqa")
+        key = snp.repeat(key, hq // hk, axis=-3)
+        value = snp.repeat(value, hq // hk, axis=-3)
+    scores = snp.matmul(query, snp.matrix_transpose(key)) * scale
+    L, S = query.shape[-2], key.shape[-2]
+    if is_causal:
+        attn_mask = snp.tril(snp.ones((L, S), dtype=snp.bool_))
+    if attn_mask is not None:
+        attn_mask = snp.asarray(attn_mask)
+        if attn_mask.dtype == snp.bool_:
+            scores = snp.where(attn_mask, scores, -math.inf)
+        else:
+            scores = scores + attn_mask
+    w = softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        w = dropout(w, dropout_p, True, key=dropout_key)
+    return snp.matmul(w, value)
