@@ -30,10 +30,12 @@ def unflatten(treedef, leaves):
 
 
 def leaves(tree, is_leaf=None):
+    """The leaves of ``tree`` in flatten order."""
     return optree.tree_leaves(tree, is_leaf=is_leaf, none_is_leaf=False, namespace=NAMESPACE)
 
 
 def structure(tree, is_leaf=None):
+    """The treedef of ``tree`` (its structure without the leaves)."""
     return optree.tree_structure(tree, is_leaf=is_leaf, none_is_leaf=False, namespace=NAMESPACE)
 
 
@@ -44,6 +46,7 @@ def map(fn, tree, *rest, is_leaf=None):  # noqa: A001  (the field's name: tree.m
 
 
 def map_with_path(fn, tree, *rest, is_leaf=None):
+    """Like ``map`` with ``fn(path, leaf, *rest_leaves)``."""
     return optree.tree_map_with_path(fn, tree, *rest, is_leaf=is_leaf, none_is_leaf=False,
                                      namespace=NAMESPACE)
 

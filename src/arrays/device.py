@@ -61,6 +61,11 @@ def local_device_count() -> int:
 
 
 def check_device(device, op="device_put") -> Device:
+    """The Device meant by ``device`` (None -> default, "cpu", or a Device of this process).
+
+    Raises:
+        TypeError: not a Device or "cpu". ValueError: a Device of another process.
+    """
     if device is None:
         return DEFAULT_DEVICE
     if isinstance(device, Device):

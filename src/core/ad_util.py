@@ -39,6 +39,7 @@ class UndefinedPrimal:
 
 
 def is_undefined(x) -> bool:
+    """True for the UndefinedPrimal placeholder of a linear input being transposed."""
     return type(x) is UndefinedPrimal
 
 
@@ -48,8 +49,10 @@ def tangent_dtype(dt):
 
 
 def tangent_aval(aval: ShapedArray) -> ShapedArray:
+    """The aval of tangents of ``aval``: same shape, tangent dtype, never weak."""
     return ShapedArray(aval.shape, tangent_dtype(aval.dtype), False)
 
 
 def is_differentiable_dtype(dt) -> bool:
+    """True for float and complex dtypes (the ones with nonzero tangents)."""
     return dtypes.is_inexact(dt)

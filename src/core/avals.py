@@ -23,6 +23,7 @@ _SHORT = {
 
 
 def short_dtype_name(dt) -> str:
+    """Compact dtype name used by the IR printer: f32, i64, bf16, c64, ..."""
     return _SHORT.get(dt.name, "float0" if dt == dtypes.float0 else dt.name)
 
 
@@ -32,6 +33,7 @@ def is_symbolic(d) -> bool:
 
 
 def is_constant_shape(shape) -> bool:
+    """True when every dim is a Python int (no symbolic dims)."""
     return all(type(d) is int for d in shape)
 
 

@@ -80,18 +80,22 @@ def canonicalize(dtype) -> np.dtype:
 
 
 def is_bool(dt) -> bool:
+    """True for the bool dtype."""
     return dt == bool_
 
 
 def is_signed_int(dt) -> bool:
+    """True for int8..int64."""
     return dt.kind == "i"
 
 
 def is_unsigned_int(dt) -> bool:
+    """True for uint8..uint64."""
     return dt.kind == "u"
 
 
 def is_integer(dt) -> bool:
+    """True for signed and unsigned integer dtypes (not bool)."""
     return dt.kind in "iu"
 
 
@@ -101,10 +105,12 @@ def is_floating(dt) -> bool:
 
 
 def is_complex(dt) -> bool:
+    """True for complex64 and complex128."""
     return dt.kind == "c"
 
 
 def is_inexact(dt) -> bool:
+    """True for floating and complex dtypes."""
     return is_floating(dt) or is_complex(dt)
 
 
@@ -239,4 +245,5 @@ def dtype_of_scalar(x) -> np.dtype:
 
 
 def name(dt) -> str:
+    """The canonical name of a dtype (e.g. "bfloat16")."""
     return str(dt)

@@ -20,6 +20,7 @@ from ..array import wrap
 
 
 def snp():
+    """The starling.numpy module (imported lazily: it imports the op families)."""
     from .. import numpy as _snp  # the namespace imports the ops families: import lazily
     return _snp
 
@@ -71,6 +72,7 @@ def to_tangent_dtype(t, aval):
 
 
 def broadcast_to_shape(x, shape):
+    """``x`` broadcast to ``shape`` (returned unchanged when it already has that shape)."""
     if tuple(x.shape) == tuple(shape):
         return x
     return snp().broadcast_to(x, shape)
@@ -149,6 +151,7 @@ def move_axis(x, src, dst):
 
 
 def batch_size(args, dims):
+    """The size of the mapped axis, read from the first batched operand."""
     for a, d in zip(args, dims):
         if d is not None:
             return a.shape[d]

@@ -11,6 +11,7 @@ _DEFAULT = ["numpy_ref"]
 
 
 def register_backend(backend):
+    """Makes ``backend`` available to compile under ``backend.name``."""
     _BACKENDS[backend.name] = backend
     return backend
 
@@ -46,4 +47,5 @@ def set_default_backend(name):
 
 
 def default_backend_name():
+    """The name of the process-wide default backend."""
     return _DEFAULT[0]

@@ -10,6 +10,8 @@ from . import register_backend
 
 
 class NumpyRefExecutable:
+    """Runs a Program by evaluating each equation with its NumPy implementation."""
+
     source = None
 
     def __init__(self, program):
@@ -21,6 +23,8 @@ class NumpyRefExecutable:
 
 
 class NumpyRefBackend:
+    """The oracle backend: supports every primitive that has an ``impl``."""
+
     name = "numpy_ref"
 
     def supports(self, primitive) -> bool:

@@ -17,6 +17,7 @@ MAX_FOLD_ELEMENTS = 1 << 16
 
 
 def constant_folding(prog: Program) -> Program:
+    """``prog`` with all-constant equations evaluated (see module docstring)."""
     known = dict(zip(prog.constvars, prog.consts))
     constvars, consts = list(prog.constvars), list(prog.consts)
     rename = {}

@@ -25,6 +25,7 @@ def _params_key(params):
 
 
 def cse(prog: Program) -> Program:
+    """``prog`` with repeated equations merged (see module docstring)."""
     rename = {}
     seen = {}
     eqns = []

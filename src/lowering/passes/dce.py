@@ -10,6 +10,7 @@ from .util import map_subprograms, with_eqns
 
 
 def dce(prog: Program) -> Program:
+    """``prog`` without equations whose outputs are unused (see module docstring)."""
     live = {v for v in prog.outvars if not isinstance(v, Literal)}
     kept = []
     for eqn in reversed(prog.eqns):

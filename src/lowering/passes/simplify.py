@@ -64,6 +64,7 @@ def _rewrite(eqn, producers):
 
 
 def simplify(prog: Program) -> Program:
+    """``prog`` with exact algebraic identities applied (see module docstring)."""
     rename, producers, eqns = {}, {}, []
     for eqn in prog.eqns:
         eqn = map_subprograms(eqn, simplify)

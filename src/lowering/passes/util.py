@@ -29,4 +29,5 @@ def map_subprograms(eqn: Equation, fn) -> Equation:
 
 
 def is_literal(v) -> bool:
+    """True for a Literal operand (as opposed to a Var)."""
     return isinstance(v, Literal)

@@ -128,6 +128,7 @@ def batch_program(prog: Program, in_dims, axis_size, axis_name=None):
 
 
 def is_concrete(x) -> bool:
+    """True for a concrete Array (not a tracer of any transformation)."""
     return type(x) is Array
 
 
