@@ -39,3 +39,12 @@ from .transforms.vmap import vmap  # noqa: E402,F401
 from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  # noqa: E402,F401,A004
 from . import test_util  # noqa: E402,F401
 from .transforms.compile import compile, jit, set_default_backend  # noqa: E402,F401,A004
+from .lowering.export import deserialize, export  # noqa: E402,F401
+from .lowering.debug import DebugMode, debug_diff, debug_mode  # noqa: E402,F401
+from .transforms.dynamic_spec import ShapeVar, ShapesSpec, dynamic_spec  # noqa: E402,F401
+
+# The nn shim (built on the public API above), optimizers, and weight files.
+from . import nn  # noqa: E402,F401
+from .nn import optim  # noqa: E402,F401
+_sys.modules[__name__ + ".optim"] = optim
+from .nn.serialization import load, save  # noqa: E402,F401

@@ -76,11 +76,8 @@ def register_dataclass(cls, data_fields, meta_fields):
 
 
 def path_str(path) -> str:
-    """Human-readable form of a key path, e.g. ``['params'][0].w``."""
-    out = []
-    for k in path:
-        out.append(f"[{k!r}]" if not isinstance(k, str) or not k.isidentifier() else f"[{k!r}]")
-    return "".join(out) or "<root>"
+    """Human-readable form of a key path, e.g. ``['params'][0]`` (``<root>`` when empty)."""
+    return "".join(f"[{k!r}]" for k in path) or "<root>"
 
 
 class _NoneAxis:

@@ -50,7 +50,7 @@ def test_properties():
     assert x.device == starling.devices()[0]
     assert len(x) == 2
     assert not x.weak_type
-    assert snp.asarray(1.0).weak_type
+    assert not snp.asarray(1.0).weak_type and snp.multiply(1.0, 1.0).weak_type
 
 
 def test_item_tolist():
@@ -77,7 +77,8 @@ def test_index_requires_integer():
 def test_repr_looks_like_numpy():
     assert repr(snp.asarray([1.0, 2.0])) == "Array([1., 2.])"
     assert repr(snp.asarray(np.array([1, 2], np.int8))) == "Array([1, 2], dtype=int8)"
-    assert repr(snp.asarray(1.5)) == "Array(1.5, weak_type=True)"
+    assert repr(snp.asarray(1.5)) == "Array(1.5)"
+    assert repr(snp.multiply(1.5, 1.0)) == "Array(1.5, weak_type=True)"
     assert "bfloat16" in repr(snp.asarray(np.ones(2, ml_dtypes.bfloat16)))
     assert str(snp.asarray([1, 2])) == "[1 2]"
 

@@ -225,7 +225,7 @@ def test_update_dtype_casting_and_weak_type():
         snp.asarray(np.zeros(2, np.int8)).at[0].set(300)
     xf = snp.asarray(np.zeros(2, np.float32))
     assert xf.at[0].set(complex(1, 2)).dtype == np.float32
-    w = snp.asarray(1.5)                                        # weak 0-d
+    w = snp.multiply(1.5, 1.0)                                  # weak 0-d
     assert w.at[()].set(2.0).weak_type
 
 

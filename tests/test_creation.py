@@ -28,17 +28,19 @@ def test_empty_is_zeros():
     np.testing.assert_array_equal(snp.empty((3,), dtype=np.int8), np.zeros(3, np.int8))
 
 
-@pytest.mark.parametrize("fill,dtype,weak", [(1.0, np.float32, True), (1, np.int64, True),
-                                             (True, np.bool_, False), (1j, np.complex64, True)])
-def test_full_dtype_from_python_fill_is_weak(fill, dtype, weak):
+@pytest.mark.parametrize("fill,dtype", [(1.0, np.float32), (1, np.int64), (True, np.bool_),
+                                        (1j, np.complex64)])
+def test_full_dtype_from_python_fill_is_strong(fill, dtype):
+    # Array API: arrays made from Python scalars promote as arrays (not weakly typed).
     x = snp.full((2,), fill)
-    assert x.dtype == dtype and x.weak_type == weak
+    assert x.dtype == dtype and not x.weak_type
     np.testing.assert_array_equal(x, np.full((2,), fill))
 
 
-def test_full_weak_fill_adopts_array_dtype():
+def test_full_promotes_as_an_array():
     y = snp.full((2,), 1.0) + snp.ones((2,), dtype=snp.bfloat16)
-    assert y.dtype == snp.bfloat16
+    assert y.dtype == snp.float32
+    assert (snp.ones((2,), dtype=snp.bfloat16) + 1.0).dtype == snp.bfloat16
 
 
 def test_full_explicit_dtype_and_array_fill():
@@ -52,8 +54,8 @@ def test_full_explicit_dtype_and_array_fill():
 
 
 def test_like_keeps_weak_type_and_overrides():
-    w = snp.asarray(3.0)
-    assert snp.zeros_like(w).weak_type and snp.ones_like(w).dtype == np.float32
+    w = snp.multiply(3.0, 1.0)  # a weakly typed value (an operation on Python scalars)
+    assert w.weak_type and snp.zeros_like(w).weak_type and snp.ones_like(w).dtype == np.float32
     assert not snp.zeros_like(w, dtype=np.float32).weak_type
     x = snp.asarray(np.zeros((2, 3), np.int8))
     assert snp.full_like(x, 2.7).dtype == np.int8
@@ -186,7 +188,7 @@ def test_eye_stages_without_constants():
 def test_tril_keeps_nan_and_weak_type():
     x = snp.asarray(np.array([[np.nan, np.inf], [1.0, np.nan]], np.float32))
     np.testing.assert_array_equal(snp.tril(x), np.tril(np.asarray(x)))
-    assert snp.tril(snp.full((2, 2), 1.0)).weak_type
+    assert snp.tril(snp.broadcast_to(snp.multiply(1.0, 1.0), (2, 2))).weak_type
 
 
 def test_meshgrid_and_indices():

@@ -137,7 +137,7 @@ def test_traced_out_of_bounds_index_clamps():
 def test_weak_type_and_dtype_preserved():
     s = snp.asarray(np.arange(4, dtype=np.uint8))
     assert s[1:].dtype == np.uint8 and s[[0, 1]].dtype == np.uint8 and not s[0].weak_type
-    weak = snp.asarray(2.5)  # a Python float: weak
+    weak = snp.multiply(2.5, 1.0)  # an operation on Python floats: weak
     assert weak.weak_type and weak[()].weak_type and weak[None].weak_type
     (out,), prog = staged(lambda a: a[None][[0, 0]], np.float32(1.0))
     assert prog.outvars[0].aval.dtype == np.float32

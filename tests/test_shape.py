@@ -6,6 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import starling.numpy as snp
+from starling.arrays.array import wrap
 from starling.arrays.ops import shape as shape_ops
 from starling.core.trace import ConcretizationError
 from starling.transforms.stage import make_ir
@@ -272,7 +273,7 @@ def test_pad_traced_end_value_and_grad():
 # ---- semantics --------------------------------------------------------------------------------
 
 def test_weak_type_is_kept_by_data_movement():
-    w = snp.asarray(2.0)
+    w = snp.multiply(2.0, 1.0)  # an operation on Python scalars is weakly typed
     assert w.weak_type
     for y in (snp.reshape(w, (1, 1)), snp.broadcast_to(w, (3,)), snp.expand_dims(w, 0),
               snp.tile(w, 3), snp.pad(snp.reshape(w, (1,)), 1)):
@@ -482,3 +483,94 @@ def test_moveaxis_expand_squeeze_match_numpy(shape, data):
     e = snp.expand_dims(a, ax)
     np.testing.assert_array_equal(e, np.expand_dims(x, ax))
     np.testing.assert_array_equal(snp.squeeze(e, axis=ax), x)
+
+
+# ---- eager fast paths agree with the checked (traced) path -----------------------------------
+
+def _staged_value(f, *args):
+    from starling.core.ir import eval_program
+    prog = make_ir(f)(*args)
+    out = eval_program(prog, prog.consts, *args)
+    return out[0] if isinstance(out, (list, tuple)) else out, prog.outvars[0].aval
+
+
+FAST_OK = [
+    ("reshape -1", lambda x: snp.reshape(x, (3, -1)), (2, 6)),
+    ("reshape int", lambda x: snp.reshape(x, -1), (2, 3)),
+    ("reshape np.int64", lambda x: snp.reshape(x, (np.int64(6),)), (2, 3)),
+    ("reshape same", lambda x: snp.reshape(x, (2, 3)), (2, 3)),
+    ("method reshape", lambda x: x.reshape(-1), (2, 3)),
+    ("ravel", lambda x: snp.ravel(x), (2, 3)),
+    ("T", lambda x: x.T, (2, 3, 4)),
+    ("mT", lambda x: x.mT, (2, 3, 4)),
+    ("transpose", lambda x: snp.transpose(x), (2, 3)),
+    ("transpose neg", lambda x: snp.transpose(x, (-1, 0, 1)), (2, 3, 4)),
+    ("permute identity", lambda x: snp.permute_dims(x, (0, 1)), (2, 3)),
+    ("squeeze", lambda x: snp.squeeze(x), (1, 3, 1)),
+    ("squeeze axis", lambda x: snp.squeeze(x, -1), (1, 3, 1)),
+    ("expand_dims", lambda x: snp.expand_dims(x, -1), (2, 3)),
+    ("broadcast_to", lambda x: snp.broadcast_to(x, (4, 2, 3)), (2, 1)),
+    ("broadcast_to 0", lambda x: snp.broadcast_to(x, (0, 3)), (3,)),
+    ("broadcast strided", lambda x: snp.broadcast_to(x[:, ::2], (3, 2, 2)), (2, 3)),
+    ("flip", lambda x: snp.flip(x, (0, 2)), (2, 3, 4)),
+    ("concatenate", lambda x: snp.concatenate([x, x[:1]], axis=0), (2, 3)),
+    ("concatenate None", lambda x: snp.concatenate([x, x], axis=None), (2, 3)),
+]
+
+
+@pytest.mark.parametrize("name,f,shape", FAST_OK, ids=[c[0] for c in FAST_OK])
+@pytest.mark.parametrize("weak", [False, True])
+def test_fast_paths_match_checked_path(name, f, shape, weak):
+    x = arr(shape)
+    if weak:  # a weak-typed operand keeps its weak type through data movement
+        x = wrap(np.asarray(x), True)
+    eager = f(x)
+    staged, aval = _staged_value(f, x)
+    assert eager.shape == aval.shape and eager.dtype == aval.dtype
+    assert eager.weak_type == aval.weak_type
+    np.testing.assert_array_equal(np.asarray(eager), np.asarray(staged))
+
+
+FAST_BAD = [
+    ("reshape -2", lambda x: snp.reshape(x, (2, -2)), (2, 3)),
+    ("reshape bool", lambda x: snp.reshape(x, (True, 6)), (2, 3)),
+    ("reshape size", lambda x: snp.reshape(x, (4,)), (2, 3)),
+    ("squeeze non-1", lambda x: snp.squeeze(x, 0), (2, 3)),
+    ("squeeze range", lambda x: snp.squeeze(x, 5), (1, 3)),
+    ("permute_dims dup", lambda x: snp.permute_dims(x, (0, 0)), (2, 3)),
+    ("permute_dims bool", lambda x: snp.permute_dims(x, (True, False)), (2, 3)),
+    ("transpose range", lambda x: snp.transpose(x, (0, 2)), (2, 3)),
+    ("broadcast_to bad", lambda x: snp.broadcast_to(x, (3, 3)), (2, 3)),
+    ("broadcast_to neg", lambda x: snp.broadcast_to(x, (-1, 3)), (1, 3)),
+    ("broadcast_to bool", lambda x: snp.broadcast_to(x, (True, 3)), (1, 3)),
+    ("expand_dims range", lambda x: snp.expand_dims(x, 5), (2,)),
+    ("concatenate rank", lambda x: snp.concatenate([x, x[0]]), (2, 3)),
+    ("concatenate axis", lambda x: snp.concatenate([x, x], axis=2), (2, 3)),
+    ("concatenate shapes", lambda x: snp.concatenate([x, x.T], axis=0), (2, 3)),
+]
+
+
+@pytest.mark.parametrize("name,f,shape", FAST_BAD, ids=[c[0] for c in FAST_BAD])
+def test_fast_paths_raise_the_checked_errors(name, f, shape):
+    x = arr(shape)
+    with pytest.raises(Exception) as eager:
+        f(x)
+    with pytest.raises(Exception) as staged:
+        make_ir(f)(x)
+    assert type(eager.value) is type(staged.value)
+    assert str(eager.value) == str(staged.value)
+    assert str(eager.value).startswith(name.split()[0] + ":")
+
+
+@pytest.mark.parametrize("f", [
+    lambda: snp.zeros((2, 3)), lambda: snp.ones(4, dtype=np.int8), lambda: snp.empty((0, 2)),
+    lambda: snp.full((2, 2), 1.5), lambda: snp.full(3, True), lambda: snp.full((2,), 7, np.uint8),
+    lambda: snp.arange(5), lambda: snp.arange(2, 9, 3), lambda: snp.arange(0.0, 1.0, 0.25),
+    lambda: snp.arange(4, dtype=np.float32),
+])
+def test_creation_fast_paths_match_staged(f):
+    eager = f()
+    staged, aval = _staged_value(f)
+    assert eager.shape == aval.shape and eager.dtype == aval.dtype
+    assert eager.weak_type == aval.weak_type
+    np.testing.assert_array_equal(np.asarray(eager), np.asarray(staged))

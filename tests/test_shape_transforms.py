@@ -118,7 +118,8 @@ def test_pad_lax_transpose_matches_numpy(rng, config):
     x = rand(rng, 3, 4)
     out_shape = L._pad_impl(x, 0.0, padding_config=config).shape
     ct = rand(rng, *out_shape)
-    _, vjp = starling.vjp(lambda x, v: L.pad(x, v, config), snp.asarray(x), snp.asarray(np.float64(0)))
+    _, vjp = starling.vjp(lambda x, v: L.pad(x, v, config), snp.asarray(x),
+                          snp.asarray(np.float64(0)))
     gx, gv = vjp(snp.asarray(ct))
     # the vjp of a linear map is its transpose: compare with the dense Jacobian
     basis = np.eye(x.size).reshape(x.size, 3, 4)

@@ -127,7 +127,14 @@ class Array:
         return view
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
-        """Exports the buffer through DLPack, read-only (DLPack >= 1.0 carries the flag)."""
+        """Exports the buffer through DLPack, read-only (DLPack >= 1.0 carries the flag).
+
+        Raises:
+            BufferError: ``dl_device`` names a device other than this CPU.
+        """
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"__dlpack__: cannot export a CPU array to device {dl_device}; "
+                              "only (1, 0) (kDLCPU) is supported")
         view = self.__array__()
         if copy:
             view = np.array(view)
@@ -176,7 +183,10 @@ class Array:
         return float(self._scalar("float"))
 
     def __complex__(self):
-        return complex(self._scalar("complex"))
+        v = self._scalar("complex")
+        if isinstance(v, float) and v != v:
+            return complex(v, v)  # Array API: a real NaN converts to NaN + NaN j
+        return complex(v)
 
     def __index__(self):
         if not dtypes.is_integer(self.dtype) and not dtypes.is_bool(self.dtype):

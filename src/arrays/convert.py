@@ -70,6 +70,8 @@ def from_array_like(x, op="asarray", dtype=None):
                         f"got {type(x).__name__}")
     if isinstance(x, np.ndarray) or isinstance(x, np.generic):
         buf = np.array(x, dtype=dtype, copy=True)
+    elif isinstance(x, (memoryview, bytearray)):
+        buf = np.array(x, dtype=dtype, copy=True)  # the buffer protocol (Array API asarray)
     elif hasattr(x, "__array__"):
         buf = np.array(np.asarray(x), dtype=dtype, copy=True)
     elif hasattr(x, "__dlpack__"):

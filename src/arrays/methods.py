@@ -88,8 +88,9 @@ def install(snp) -> None:
             cls.reshape = _reshape_method(snp)
         if hasattr(snp, "permute_dims"):
             cls.transpose = _transpose_method(snp)
-            cls.T = property(lambda self: snp.permute_dims(self, tuple(range(self.ndim))[::-1]))
-            cls.mT = property(lambda self: snp.matrix_transpose(self))
+            cls.T = property(snp._T) if hasattr(snp, "_T") else property(
+                lambda self: snp.permute_dims(self, tuple(range(self.ndim))[::-1]))
+            cls.mT = property(snp._mT) if hasattr(snp, "_mT") else property(snp.matrix_transpose)
         for prop in ("real", "imag"):
             fn = getattr(snp, prop, None)
             if fn is not None:

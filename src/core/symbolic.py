@@ -271,7 +271,8 @@ def _inconclusive(what, expr):
     facts = _facts.get()
     assumed = ""
     if facts.source:
-        assumed = "; assumptions: " + ", ".join(str(as_relational(c)) for c in facts.source)
+        assumed = "; assumptions: " + ", ".join(
+            str(c) if isinstance(c, DimCondition) else str(as_relational(c)) for c in facts.source)
     return InconclusiveDimensionError(
         f"{what} cannot be decided while tracing with symbolic dimensions "
         f"({_describe_vars(expr)}{assumed}). A function compiled once for every size cannot "
@@ -361,6 +362,16 @@ class DimExpr:
     def __mod__(self, o): return self._bin(o, lambda a, b: sympy.Mod(a, b))
     def __rmod__(self, o): return self._bin(o, lambda a, b: sympy.Mod(b, a))
 
+    def __divmod__(self, o):
+        if _sym(o) is None:
+            return NotImplemented
+        return self // o, self % o
+
+    def __rdivmod__(self, o):
+        if _sym(o) is None:
+            return NotImplemented
+        return o // self, o % self
+
     def __pow__(self, o):
         if type(o) is not int or o < 0:
             return NotImplemented
@@ -373,12 +384,18 @@ class DimExpr:
         return self
 
     def __truediv__(self, o):
-        raise TypeError(f"symbolic dimension {self}: use // (floor division) for dims, not /")
+        raise InconclusiveDimensionError(
+            f"symbolic dimension `{self}` used with true division `/` (use `//` for dims) or "
+            "passed to a NumPy function that needs a concrete size; this operation does not "
+            "support dynamic shapes")
 
     __rtruediv__ = __truediv__
 
     # comparisons ---------------------------------------------------------------------------
     def _cmp(self, other, op):
+        if op in ("eq", "ne") and isinstance(other, DimExpr) and (
+                other is self or other.expr == self.expr):  # structural: the common case
+            return op == "eq"
         o = _sym(other)
         if o is None:
             return NotImplemented if op not in ("eq", "ne") else (op == "ne")
@@ -467,6 +484,14 @@ def program_is_symbolic(prog) -> bool:
             if _value_is_symbolic(p, Program):
                 return True
     return False
+
+
+def eqn_is_symbolic(eqn) -> bool:
+    """True when an equation's output avals or params hold symbolic dims (such an equation
+    cannot be evaluated before the sizes are bound, e.g. by constant folding)."""
+    from .ir import Program
+    return (any(isinstance(d, DimExpr) for v in eqn.outvars for d in v.aval.shape)
+            or any(_value_is_symbolic(p, Program) for p in eqn.params.values()))
 
 
 def _value_is_symbolic(p, Program):

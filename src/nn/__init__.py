@@ -1,0 +1,38 @@
+"""``starling.nn``: a PyTorch-style module shim on top of Starling's functional core.
+
+Modules are pytrees (their arrays are leaves, their configuration static), so they pass
+through ``grad`` / ``vmap`` / ``compile`` unchanged; see ``starling.nn.module`` for the
+mutation rules (in-place rebinding outside transformations only) and how running statistics
+are threaded. ``nn.functional`` holds the pure functions, ``nn.init`` the initialisers;
+optimizers live in ``starling.optim``; weights are saved with ``starling.save`` /
+``starling.load`` (safetensors).
+"""
+from __future__ import annotations
+
+from . import functional, init  # noqa: F401
+from .attention import MultiheadAttention  # noqa: F401
+from .containers import ModuleDict, ModuleList, Sequential  # noqa: F401
+from .conv import AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d  # noqa: F401
+from .layers import (  # noqa: F401
+    CELU, ELU, GELU, GLU, SELU, Bilinear, Dropout, Embedding, Flatten, Hardsigmoid, Hardswish,
+    Hardtanh, Identity, LeakyReLU, Linear, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid,
+    SiLU, Softmax, Softmin, Softplus, Softsign, Tanh, Unflatten,
+)
+from .module import IncompatibleKeys, Module, ModuleMutationError, StateDictError  # noqa: F401
+from .norm import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
+from .stateless import (  # noqa: F401
+    functional_call, grad, replace, stateful_call, trainable_parameters, value_and_grad,
+)
+
+__all__ = [
+    "Module", "ModuleMutationError", "StateDictError", "IncompatibleKeys",
+    "functional", "init", "functional_call", "stateful_call", "replace", "trainable_parameters",
+    "value_and_grad", "grad",
+    "Identity", "Linear", "Bilinear", "Embedding", "Flatten", "Unflatten", "Dropout",
+    "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
+    "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
+    "Sequential", "ModuleList", "ModuleDict", "MultiheadAttention",
+    "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Softplus",
+    "Sigmoid", "LogSigmoid", "Tanh", "Softmax", "LogSoftmax", "Softmin", "GLU", "Hardtanh",
+    "Hardsigmoid", "Hardswish", "Softsign",
+]

@@ -17,9 +17,11 @@ import inspect
 from .. import tree as tree_util
 from ..arrays.array import Array
 from ..arrays.convert import operand
-from ..core.trace import EVAL_TRACE, current_trace
+from ..core.avals import ShapedArray
+from ..core.trace import EVAL_TRACE, EvalTrace, current_trace
 from ..lowering import backends as _backends
 from ..lowering.pipeline import run_pipeline
+from . import dynamic_spec as _dyn
 from .stage import trace_to_program
 
 set_default_backend = _backends.set_default_backend
@@ -99,6 +101,7 @@ class Compiled:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
             self._sig = None
+        self._set_dynamic_shapes(dynamic_shapes)
         if self.static_argnames and self._sig is not None:
             for name in self.static_argnames:
                 if name not in self._sig.parameters:
@@ -108,6 +111,34 @@ class Compiled:
         if overlap:
             raise ValueError(f"compile: arguments {sorted(overlap)} cannot be both static and "
                              "donated")
+
+    def _set_dynamic_shapes(self, call_site):
+        # The spec comes from @dynamic_spec on fun or from dynamic_shapes= (both: ValueError).
+        self._spec = _dyn.resolve_spec(self.fun, call_site)
+        self.dynamic_shapes = self._spec
+        self._leaf_specs = {}
+        if self._spec is not None:
+            _dyn.check_spec_names(self._spec, self.fun, f"compile({self._name()})")
+        self._cache.clear()
+
+    def _name(self):
+        return getattr(self.fun, "__name__", "fun")
+
+    def _dynamic(self, treedef, static_pos, nargs, tree, ops):
+        """The signature with declared dims symbolic (dynamic_shapes), and the leaf labels."""
+        lkey = (treedef, static_pos, nargs)
+        info = self._leaf_specs.get(lkey)
+        if info is None:
+            positions = [i for i in range(nargs) if i not in static_pos]
+            specs = _dyn.leaf_specs(self._spec, self.fun, f"compile({self._name()})", tree,
+                                    positions)
+            info = self._leaf_specs[lkey] = (
+                [None if d is None else _dyn.symbolic_dims(d) for _, d in specs],
+                [label for label, _ in specs])
+        dims, labels = info
+        sig = tuple((x.shape if d is None else _dyn.substitute_dims(self, label, x.shape, d),
+                     x.dtype, x.weak_type) for x, d, label in zip(ops, dims, labels))
+        return sig, labels
 
     # ---- signature -----------------------------------------------------------------------------
     def _split(self, args, kwargs):
@@ -131,11 +162,16 @@ class Compiled:
         static_pos, statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
         leaves, treedef = tree_util.flatten((dyn_args, dyn_kwargs))
         ops = [operand(x, "compile") for x in leaves]
-        sig = tuple((tuple(x.shape), x.dtype, x.weak_type) for x in ops)
         backend = self.backend or _backends.default_backend_name()
-        return (treedef, sig, statics, backend), static_pos, ops, treedef
+        if self._spec is not None:
+            # Declared dims enter the key symbolically: one entry serves every size.
+            sig, labels = self._dynamic(treedef, static_pos, len(args), (dyn_args, dyn_kwargs),
+                                        ops)
+            return (treedef, sig, statics, backend), static_pos, ops, treedef, (sig, labels)
+        sig = tuple((tuple(x.shape), x.dtype, x.weak_type) for x in ops)
+        return (treedef, sig, statics, backend), static_pos, ops, treedef, None
 
-    def _build(self, key, args, kwargs, static_pos, ops, treedef):
+    def _build(self, key, args, kwargs, static_pos, ops, treedef, dyn=None):
         out_tree = []
         nargs = len(args)
 
@@ -150,36 +186,55 @@ class Compiled:
             out_tree.append(ot)
             return [operand(o, "compile") for o in o_leaves]
 
-        prog = trace_to_program(flat_fun, [x.aval for x in ops])
         name = getattr(self.fun, "__name__", "fun")
-        prog = run_pipeline(prog, label=name)
         backend = _backends.get_backend(key[3])
-        exe = backend.compile(prog)
+        if dyn is not None:
+            # Staged once with symbolic dims (under the spec's assumptions); the first call's
+            # sizes are checked before anything is compiled.
+            avals = [ShapedArray(*entry) for entry in dyn[0]]
+            binder = _dyn.ShapeBinder(f"compile({name})", avals, dyn[1],
+                                      self._spec.relationals, [str(a) for a in
+                                                               self._spec.assumptions])
+            binder.env_for(ops)
+            with _dyn.assuming(self._spec.assumptions):
+                prog = trace_to_program(flat_fun, avals)
+                prog = run_pipeline(prog, label=name)
+            exe = _dyn.compile_for_backend(backend, prog) if binder else backend.compile(prog)
+        else:
+            prog = trace_to_program(flat_fun, [x.aval for x in ops])
+            prog = run_pipeline(prog, label=name)
+            exe = backend.compile(prog)
+            binder = None
         self.num_compiles += 1
-        entry = (prog, exe, out_tree[0])
+        entry = (prog, exe, out_tree[0], binder)
         self._cache[key] = entry
         return entry
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Stages and compiles for these arguments (or hits the cache); returns a Lowered."""
-        key, static_pos, ops, treedef = self._key(args, kwargs)
-        entry = self._cache.get(key) or self._build(key, args, kwargs, static_pos, ops, treedef)
-        return Lowered(*entry)
+        key, static_pos, ops, treedef, dyn = self._key(args, kwargs)
+        entry = self._cache.get(key) or self._build(key, args, kwargs, static_pos, ops, treedef,
+                                                    dyn)
+        return Lowered(*entry[:3])
 
     def clear_cache(self):
         self._cache.clear()
 
     def __call__(self, *args, **kwargs):
-        if current_trace() is not EVAL_TRACE:
+        trace = current_trace()
+        if trace is not EVAL_TRACE and not isinstance(trace, EvalTrace):
             # Under another transformation: trace through (the outer transformation sees the
             # primitives; an enclosing compile stages them into its own program).
             return self.fun(*args, **kwargs)
-        key, static_pos, ops, treedef = self._key(args, kwargs)
+        key, static_pos, ops, treedef, dyn = self._key(args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
-            entry = self._build(key, args, kwargs, static_pos, ops, treedef)
-        prog, exe, out_tree = entry
-        outs = exe(prog.consts, ops)
+            entry = self._build(key, args, kwargs, static_pos, ops, treedef, dyn)
+        prog, exe, out_tree, binder = entry
+        if binder:
+            outs = exe(prog.consts, ops, shape_env=binder.env_for(ops))
+        else:
+            outs = exe(prog.consts, ops)
         if self.donate_argnums:
             self._donate(args, outs)
         return tree_util.unflatten(out_tree, outs)
@@ -224,7 +279,9 @@ def compile(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(
             hashable); a new value triggers a new compilation.
         donate_argnums: arguments whose buffers the executable may reuse; using a donated
             Array after the call raises DonatedBufferError.
-        dynamic_shapes: reserved for symbolic-shape specs (see starling.transforms.dynamic_spec).
+        dynamic_shapes: a ``ShapesSpec`` (starling.transforms.dynamic_spec): the declared dims
+            are symbolic, so one compilation serves every size in range. A function decorated
+            with ``@dynamic_spec`` carries its own; giving both is a ValueError.
         backend: "numpy_ref", "cpp", ... (default: set_default_backend's choice).
     Returns:
         A ``Compiled`` callable with ``lower(*args)`` and ``num_compiles``.

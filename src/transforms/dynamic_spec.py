@@ -327,6 +327,25 @@ def leaf_specs(spec, fun, op, tree, arg_positions):
     return out
 
 
+def symbolic_dims(dims):
+    """A leaf's ``{axis: dim}`` as a tuple of (axis, dim) with ShapeVars as plain DimExprs."""
+    return tuple((ax, DimExpr(d.expr) if isinstance(d, ShapeVar) else d)
+                 for ax, d in dims.items())
+
+
+def substitute_dims(op, label, shape, dims):
+    """``shape`` with the declared (axis, dim) pairs substituted (ValueError for a bad axis;
+    ``op`` is the name for messages, or a Compiled whose name is formatted only then)."""
+    out = list(shape)
+    for ax, d in dims:
+        if not -len(out) <= ax < len(out):
+            op = op if isinstance(op, str) else f"compile({op._name()})"
+            raise ValueError(f"{op}: dynamic_shapes declares dim {ax} of {label}, which has "
+                             f"shape {tuple(shape)} (ndim {len(out)})")
+        out[ax] = d
+    return tuple(out)
+
+
 def symbolic_avals(op, avals, specs):
     """The avals with declared dims replaced by their symbolic dims (ValueError for bad axes)."""
     out = []
@@ -340,7 +359,7 @@ def symbolic_avals(op, avals, specs):
             if not -len(shape) <= ax < len(shape):
                 raise ValueError(f"{op}: dynamic_shapes declares dim {ax} of {label}, which has "
                                  f"shape {tuple(a.shape)} (ndim {len(shape)})")
-            shape[ax] = d
+            shape[ax] = DimExpr(d.expr) if isinstance(d, ShapeVar) else d
         out.append(ShapedArray(tuple(shape), a.dtype, a.weak_type))
     return out
 

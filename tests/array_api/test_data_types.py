@@ -154,6 +154,20 @@ def test_python_scalar_values():
     assert (b == True).dtype == xp.bool  # noqa: E712
 
 
+def test_arrays_made_from_python_scalars_promote_as_arrays():
+    # asarray(3) and full(shape, 3) are arrays of the default integer dtype; "type promotion
+    # rules must apply when determining the common result type for two array operands,
+    # regardless of array dimension". (Starling currently marks them weak, JAX-style, so
+    # int8 + asarray(3) stays int8.)
+    for make in (lambda: xp.asarray(3), lambda: xp.full((2,), 3), lambda: xp.full((), 3)):
+        a = make()
+        assert a.dtype == xp.int64
+        for dt in (xp.int8, xp.int16, xp.int32, xp.uint8, xp.uint16, xp.uint32):
+            assert (xp.ones((2,), dtype=dt) + a).dtype == xp.int64, dname(dt)
+            assert xp.result_type(a, dt) == xp.int64, dname(dt)
+            assert xp.result_type(xp.ones((2,), dtype=dt), a) == xp.int64, dname(dt)
+
+
 def test_mixed_kinds_follow_starlings_lattice():
     # Implementation-defined by the standard; documented in src/core/dtypes.py.
     assert xp.result_type(xp.int32, xp.float32) == xp.float32

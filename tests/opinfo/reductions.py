@@ -172,7 +172,14 @@ def _ref_var(fn):
     def ref(x, **kw):
         if "correction" in kw:
             kw["ddof"] = kw.pop("correction")
-        return fn(x, **kw)
+        out = fn(x, **kw)
+        # Array API: N - correction <= 0 gives NaN (NumPy gives inf or NaN)
+        axis = kw.get("axis")
+        axes = range(np.ndim(x)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+        n = int(np.prod([np.shape(x)[a] for a in axes]))
+        if n - kw.get("ddof", 0) <= 0:
+            out = np.full_like(out, np.nan)
+        return out
     return low32(ref)
 
 

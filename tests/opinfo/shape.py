@@ -260,7 +260,8 @@ def pad_mode_samples(rng, dt):
     if dt in LOW:
         return one(rng, dt, cases)
     cases += [((4,), ((2, 3),), {"mode": "linear_ramp"}),
-              ((2, 3), (((1, 2), (3, 0)),), {"mode": "linear_ramp", "end_values": ((1, 2), (3, 0))}),
+              ((2, 3), (((1, 2), (3, 0)),),
+               {"mode": "linear_ramp", "end_values": ((1, 2), (3, 0))}),
               ((3,), (4,), {"mode": "linear_ramp", "end_values": 5})]
     out = []
     for mode in ("maximum", "minimum", "mean", "median"):

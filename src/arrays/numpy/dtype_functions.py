@@ -212,14 +212,16 @@ class _NamespaceInfo:
         """Default dtypes: float32, complex64, int64 (integral and indices)."""
         check_device(device, "default_dtypes")
         return {"real floating": dtypes.DEFAULT_FLOAT, "complex floating": dtypes.DEFAULT_COMPLEX,
-                "integral": dtypes.DEFAULT_INT, "indices": dtypes.DEFAULT_INT}
+                "integral": dtypes.DEFAULT_INT, "indexing": dtypes.DEFAULT_INT}
 
     def dtypes(self, *, device=None, kind=None):
-        """Supported dtypes as ``{name: dtype}``, optionally only those of ``kind`` (as in
-        ``isdtype``: a kind name, a dtype, or a tuple)."""
+        """The Array API dtypes as ``{name: dtype}``, optionally only those of ``kind`` (as in
+        ``isdtype``: a kind name, a dtype, or a tuple). The extra low-precision floats
+        (float16, bfloat16, float8_*, float4_*) are supported too but, as the standard asks,
+        not listed here."""
         check_device(device, "dtypes")
         out = {}
-        for dt in dtypes.ALL_DTYPES:
+        for dt in _STANDARD_DTYPES:
             if kind is None or isdtype(dt, kind):
                 out[dt.name] = dt
         return out
@@ -228,6 +230,8 @@ class _NamespaceInfo:
         return "starling.numpy.__array_namespace_info__()"
 
 
+_STANDARD_DTYPES = tuple(dt for dt in dtypes.ALL_DTYPES
+                         if dt not in dtypes.LOW_PRECISION_FLOATS + (dtypes.bfloat16, dtypes.float16))
 _INFO = _NamespaceInfo()
 
 

@@ -35,9 +35,10 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """Converts ``obj`` to an Array (Array API ``asarray``).
 
     Args:
-        obj: an Array, a Python scalar (weak-typed result), a nested sequence, a NumPy array or any
-            DLPack / ``__array__`` producer. Nested lists of Python floats give float32 (the
-            default float), of ints int64.
+        obj: an Array, a Python scalar, a nested sequence, a NumPy array, a buffer-protocol
+            object (memoryview, bytearray) or any DLPack / ``__array__`` producer. Python floats
+            and nested lists of them give float32 (the default float), ints int64. The result
+            is never weakly typed (only bare Python scalars in operations are).
         dtype: the result dtype (a cast, NumPy ``astype`` semantics) or None to infer.
         device: target Device (default: the default device).
         copy: True always copies (buffers are immutable, so Starling never needs to);
@@ -48,22 +49,32 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     Raises:
         TypeError: ``obj`` is not array-like or ``dtype`` is not a Starling dtype.
         ValueError: ragged nested sequences; ``copy=False`` when a copy is needed.
+        OverflowError: a Python int out of range for ``dtype`` (or for int64 without one).
     """
     check_device(device, "asarray")
     dt = None if dtype is None else dtypes.canonicalize(dtype)
     if isinstance(obj, (Array, Tracer)):
         if dt is None or obj.dtype == dt:
             return obj
+        if copy is False:
+            raise ValueError(f"asarray: copy=False but converting {obj.dtype} to {dt} needs a "
+                             "copy")
         return convert_element_type(obj, dt, False)
     if copy is False:
         raise ValueError(f"asarray: copy=False but a {type(obj).__name__} must be copied into a "
                          "Starling buffer")
     if type(obj) in (bool, int, float, complex):
-        x = operand(obj, "asarray")
-        if dt is not None:
-            return wrap(np.asarray(obj).astype(dt)[()] if not isinstance(obj, complex) or
-                        dtypes.is_complex(dt) else np.real(obj).astype(dt), False)
-        return x
+        # An array made from a Python scalar is an ordinary (strong) array, as the Array API
+        # asks: only bare Python scalars inside operations are weakly typed.
+        if dt is None:
+            x = operand(obj, "asarray")
+            return wrap(x._buf, False)
+        if isinstance(obj, complex) and not dtypes.is_complex(dt):
+            obj = obj.real
+        try:
+            return wrap(np.array(obj, dtype=dt), False)
+        except OverflowError:
+            raise OverflowError(f"asarray: Python int {obj} is out of range for {dt}") from None
     if isinstance(obj, (list, tuple)) and _contains_traced(obj):
         raise TypeError("asarray: nested sequences of traced values are not supported; use "
                         "starling.numpy.stack")
@@ -195,11 +206,10 @@ _PY_SCALARS = (bool, int, float, complex)
 
 
 def _fill_operand(op, fill_value, dt):
-    """The fill value as an operand of dtype ``dt`` (None: its own dtype, weak for scalars)."""
+    """The fill value as an operand of dtype ``dt`` (None: its own dtype; strong)."""
     if type(fill_value) in (bool, int, float, complex):
         if dt is None:
-            return _const(op, fill_value, dtypes.dtype_of_scalar(fill_value),
-                          not isinstance(fill_value, bool))
+            return _const(op, fill_value, dtypes.dtype_of_scalar(fill_value), False)
         return _const(op, fill_value, dt)
     fill = operand(fill_value, op)
     if dt is not None and (fill.dtype != dt or fill.weak_type):
@@ -229,7 +239,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
         shape: int or tuple of ints.
         fill_value: a Python scalar, or an array broadcasting to ``shape``.
         dtype: result dtype; None takes the fill value's: bool, int64, float32, complex64 for
-            Python scalars (weak-typed, as ``jax.numpy.full``), the array's dtype otherwise.
+            Python scalars, the array's dtype otherwise. The result is a strong (not weakly
+            typed) array, as the Array API requires.
     Raises:
         OverflowError: a Python int out of range for ``dtype``. ValueError: negative dims or a
             fill value that does not broadcast.
@@ -238,7 +249,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
             type(shape) is tuple or type(shape) is int) and current_trace() is EVAL_TRACE:
         # Eager fast path; anything NumPy rejects takes the checked path below (its errors).
         if dtype is None:
-            dt, weak = dtypes.dtype_of_scalar(fill_value), type(fill_value) is not bool
+            dt, weak = dtypes.dtype_of_scalar(fill_value), False
         else:
             dt, weak = dtypes.canonicalize(dtype), False
         try:

@@ -409,7 +409,7 @@ def gather_form(op, entries):
         e = head[i]
         adv_shapes.append(() if e[0] == "int" else tuple(e[1].shape))
     try:
-        bshape = np.broadcast_shapes(*adv_shapes)
+        bshape = _broadcast(adv_shapes)
     except ValueError:
         raise IndexError(f"{op}: shape mismatch: indexing arrays could not be broadcast together "
                          f"with shapes {' '.join(str(s) for s in adv_shapes)}") from None
@@ -458,9 +458,16 @@ def gather_form(op, entries):
                 arr = arr.reshape(new) if isinstance(arr, np.ndarray) else \
                     shape_lax.reshape(arr, new)
             indices.append(arr)
-    index_shape = np.broadcast_shapes(*[tuple(np.shape(a)) if isinstance(a, np.ndarray)
-                                        else tuple(a.shape) for a in indices])
+    index_shape = _broadcast([tuple(np.shape(a)) if isinstance(a, np.ndarray)
+                              else tuple(a.shape) for a in indices])
     return indices, tuple(batch_shape), tuple(index_shape), window
+
+
+def _broadcast(shapes):
+    if all(type(d) is int for s in shapes for d in s):
+        return np.broadcast_shapes(*shapes)
+    from .elementwise_family import broadcast_shapes  # symbolic dims (dynamic shapes)
+    return broadcast_shapes("index", *shapes)
 
 
 def as_operands(indices):

@@ -228,7 +228,10 @@ def _along_axis_index(op, arr, indices, axis):
                              f"against arr of shape {tuple(arr.shape)} outside axis {axis}")
         shape = [1] * arr.ndim
         shape[d] = n
-        full.append(np.arange(n, dtype=np.intp).reshape(shape))
+        if type(n) is int:
+            full.append(np.arange(n, dtype=np.intp).reshape(shape))
+        else:  # a symbolic dim (dynamic shapes): a staged iota instead of a NumPy constant
+            full.append(shape_lax.iota(np.dtype(np.intp), tuple(shape), d))
     return arr, tuple(full), axis
 
 

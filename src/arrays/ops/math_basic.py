@@ -63,7 +63,18 @@ def _where(c, x, y):
 
 exp = _inexact("exp", np.exp, "Elementwise ``e ** x``.", "Overflow gives inf.")
 exp2 = _inexact("exp2", np.exp2, "Elementwise ``2 ** x``.")
-expm1 = _inexact("expm1", np.expm1, "Elementwise ``exp(x) - 1``, accurate for small ``|x|``.")
+def _expm1_impl(x):
+    out = np.expm1(x)
+    if x.dtype.kind == "c":
+        # np.expm1 ignores the C99 special cases of complex infinities and NaNs (required by the
+        # Array API): there exp(z) - 1 is exact, so use it wherever z is not finite.
+        bad = ~np.isfinite(x)
+        if np.any(bad):
+            out = np.where(bad, np.exp(x) - 1, out)
+    return out
+
+
+expm1 = _inexact("expm1", _expm1_impl, "Elementwise ``exp(x) - 1``, accurate for small ``|x|``.")
 log = _inexact("log", np.log, "Elementwise natural logarithm.",
                "``log(0) == -inf``; negative real input gives nan; complex input uses the "
                "principal branch (imaginary part in ``(-pi, pi]``).")

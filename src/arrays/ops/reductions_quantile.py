@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...core import dtypes
+from ...core.avals import is_symbolic
 from ...core.trace import Tracer
 from ..convert import operand
 from .axes import normalize_axes
@@ -71,7 +72,7 @@ def _quantile(op, a, q, axis, method, keepdims):
     rest_shape = tuple(x.shape[:len(rest)])
     xs = snp.sort(snp.reshape(x, rest_shape + (n,)), axis=-1)
 
-    pos = snp.multiply(snp.reshape(qa, (-1,)), float(n - 1))
+    pos = snp.multiply(snp.reshape(qa, (-1,)), (n - 1) if is_symbolic(n) else float(n - 1))
     lo_f, hi_f = snp.floor(pos), snp.ceil(pos)
 
     def gather(idx_f):
@@ -91,8 +92,8 @@ def _quantile(op, a, q, axis, method, keepdims):
         else:
             r = _lerp(snp, lo, hi, snp.subtract(pos, lo_f))
     # A slice holding a NaN has it last after sorting: its quantiles are NaN (NumPy).
-    has_nan = snp.isnan(snp.take(xs, np.array([n - 1]), axis=-1)) if dtypes.is_floating(acc) \
-        else None
+    last = snp.reshape(operand(n - 1, op), (1,)) if is_symbolic(n) else np.array([n - 1])
+    has_nan = snp.isnan(snp.take(xs, last, axis=-1)) if dtypes.is_floating(acc) else None
     if has_nan is not None:
         r = snp.where(has_nan, const(np.nan, acc), r)
     r = snp.moveaxis(r, -1, 0)  # (nq, *rest)

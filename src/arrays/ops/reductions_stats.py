@@ -146,13 +146,16 @@ def _var_acc(op, x, axis, dtype, correction, keepdims, where):
     if where is None:
         s = apply(reduce_sum_p, _abs2(d), axes, keepdims)
         n = reduction_size(x.shape, axes)
-        r = snp.divide(s, _count(builtins.max(n - correction, 0)))
+        # Array API: N - correction <= 0 gives NaN (a NaN divisor), not NumPy's inf.
+        r = snp.divide(s, _count(n - correction) if n - correction > 0 else
+                       const(float("nan"), racc))
     else:
         # Masked before squaring: a masked-out NaN would otherwise give 2 * NaN * 0 = NaN
         # in the derivative of the square.
         s = apply(reduce_sum_p, _abs2(masked(op, d, where, 0)), axes, keepdims)
         n = apply(reduce_sum_p, _broadcast_mask(op, where, x.shape, racc), axes, keepdims)
-        r = snp.divide(s, snp.maximum(snp.subtract(n, correction), const(0, racc)))
+        dof = snp.subtract(n, correction)
+        r = snp.divide(s, snp.where(dof > 0, dof, const(float("nan"), racc)))
     return r, dtypes.real_dtype(res)
 
 
@@ -174,7 +177,8 @@ def _var_eager(x, axes, acc, correction, keepdims):
     r = reduce_sum_p.impl(mul(d, d), axes=axes)
     if keepdims:
         r = np.reshape(r, kept)
-    return wrap(div(r, acc.type(builtins.max(n - correction, 0))), weak)
+    dof = n - correction
+    return wrap(div(r, acc.type(dof if dof > 0 else np.nan)), weak)
 
 
 def var(x, /, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,

@@ -150,7 +150,10 @@ def permute_dims(x, /, axes):
         out = _eager_transpose(x, axes)
         if out is not None:
             return out
-    x = operand(x, "permute_dims")
+    return _permute("permute_dims", operand(x, "permute_dims"), axes)
+
+
+def _permute(op, x, axes):
     ndim = len(x.shape)
     if isinstance(axes, (int, np.integer)):
         axes = (axes,)
@@ -158,9 +161,9 @@ def permute_dims(x, /, axes):
     if sorted(axes) == list(range(ndim)) and all(type(a) is int for a in axes):
         return lax_transpose(x, axes)  # already a normalized permutation
     if len(axes) != ndim:
-        raise ValueError(f"permute_dims: axes {axes} is not a permutation of the {ndim} dims of "
+        raise ValueError(f"{op}: axes {axes} is not a permutation of the {ndim} dims of "
                          f"an array of shape {tuple(x.shape)}")
-    perm = normalize_axes("permute_dims", axes, ndim)
+    perm = normalize_axes(op, axes, ndim)
     return lax_transpose(x, perm)
 
 
@@ -209,7 +212,7 @@ def transpose(a, axes=None):
     a = operand(a, "transpose")
     if axes is None:
         return lax_transpose(a, tuple(range(a.ndim))[::-1])
-    return permute_dims(a, axes)
+    return _permute("transpose", a, axes)
 
 
 def matrix_transpose(x, /):

@@ -220,7 +220,11 @@ def _pieces(x, bounds, axis):
     n = x.shape[axis]
     out = []
     for start, stop in zip(bounds[:-1], bounds[1:]):
-        s, e, _ = slice(start, stop).indices(n)
+        if type(n) is int:
+            s, e, _ = slice(start, stop).indices(n)
+        else:  # a symbolic dim (dynamic shapes)
+            from .index_parse import symbolic_slice_indices
+            s, e, _, _ = symbolic_slice_indices(slice(start, stop), n)
         out.append(slice_in_dim(x, s, max(s, e), 1, axis))
     return out
 

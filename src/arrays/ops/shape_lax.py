@@ -22,6 +22,14 @@ iota               dtype, shape, dimension                       ``arange`` alon
 Data-movement primitives keep the operand's dtype and weak type. The NumPy impls may return
 views of their input buffers: Starling buffers are never written, so sharing them is safe.
 
+Rules (next to each primitive): all but iota are linear, so their JVP applies the primitive to
+the tangents and their transposes move cotangents back (reshape <-> reshape, broadcast_in_dim
+<-> reduce_sum over the broadcast dims, transpose <-> inverse permutation, squeeze <-> reshape,
+rev <-> rev, concatenate <-> one slice per operand, pad <-> negative pad + strided slice (and the
+padding value gets the sum over the padded positions), slice <-> pad with zeros (interior
+padding for strides)). Batch rules thread the batch axis through the static params in one call.
+iota has no operands: its tangent is zero and vmap never batches it.
+
 The module-level functions below (``reshape``, ``broadcast_in_dim``, ``transpose``, ``squeeze``,
 ``expand_dims``, ``rev``, ``concatenate``, ``pad``, ``static_slice``, ``iota``) take already
 normalized, static arguments (non-negative axes, tuples of ints) and are what other families
@@ -105,10 +113,7 @@ def _eager(x):
     return type(x) is Array and current_trace() is EVAL_TRACE
 
 
-# ---- transformation rule helpers ---------------------------------------------------------------
-# All nine primitives but iota are linear data movement: the JVP applies the primitive to the
-# tangents, the transpose moves the cotangent back, and a batch rule threads the batch axis
-# through the static params (one batched call, no loop over the batch).
+# ---- transformation rule helpers (see the module docstring) ------------------------------------
 
 def _linear(prim, transpose):
     """Declares ``prim`` linear in all its operands: jvp = prim of the tangents (Zero in, Zero
@@ -227,13 +232,10 @@ def _bid_abstract(x, *, shape, broadcast_dimensions):
 
 
 def broadcast_buf(buf, shape):
-    """A read-only-in-practice broadcast view of the NumPy buffer ``buf`` to ``shape`` (NumPy
-    trailing alignment), or None when the shapes do not broadcast or an entry of ``shape`` is
-    not a non-negative int (callers then take their checked path, which raises).
-
-    Built with the ndarray constructor (stride 0 on the stretched dims): about 7x cheaper than
-    ``np.broadcast_to``, which it falls back to for buffers that cannot export themselves
-    (non-contiguous views, ml_dtypes)."""
+    """A broadcast view of the NumPy buffer ``buf`` to ``shape`` (trailing alignment), or None
+    when they do not broadcast or an entry is not a non-negative int (callers then take their
+    checked path). The ndarray constructor with stride-0 dims is ~5x cheaper than
+    ``np.broadcast_to``, the fallback for buffers that cannot export themselves."""
     lead = len(shape) - buf.ndim
     if lead < 0:
         return None

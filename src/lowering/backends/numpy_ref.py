@@ -1,31 +1,43 @@
 """numpy_ref: interprets the Program with each primitive's NumPy implementation.
 
-Always available; the oracle every other backend is tested against.
+Always available; the oracle every other backend is tested against. Programs with symbolic
+dims (dynamic shapes) run for any concrete sizes: ``executable(consts, args, shape_env=env)``
+substitutes the sizes into the shape params (``bind_shapes``, cached per size). Under
+``starling.debug_mode()`` the Program is evaluated under the debug trace, so every executed
+equation is recorded (src/lowering/debug.py).
 """
 from __future__ import annotations
 
 from ...core.ir import eval_program
+from ...core.symbolic import bind_shapes
 from ...core.trace import EVAL_TRACE, set_current_trace
+from .. import debug as _debug
 from . import register_backend
 
 
 class NumpyRefExecutable:
-    """Runs a Program by evaluating each equation with its NumPy implementation."""
-
     source = None
 
     def __init__(self, program):
         self.program = program
+        self._bound = {}
 
-    def __call__(self, consts, args):
-        with set_current_trace(EVAL_TRACE):
-            return eval_program(self.program, consts, *args)
+    def __call__(self, consts, args, shape_env=None):
+        prog = self.program
+        if shape_env:
+            key = getattr(shape_env, "key", None) or frozenset(shape_env.items())
+            bound = self._bound.get(key)
+            if bound is None:
+                bound = self._bound[key] = bind_shapes(prog, shape_env)
+            prog = bound
+        trace = _debug.active_trace() or EVAL_TRACE
+        with set_current_trace(trace):
+            return eval_program(prog, consts, *args)
 
 
 class NumpyRefBackend:
-    """The oracle backend: supports every primitive that has an ``impl``."""
-
     name = "numpy_ref"
+    supports_dynamic_shapes = True
 
     def supports(self, primitive) -> bool:
         return primitive.impl is not None

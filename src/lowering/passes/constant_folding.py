@@ -10,6 +10,7 @@ import numpy as np
 
 from ...arrays.array import wrap
 from ...core.ir import Literal, Program, Var
+from ...core.symbolic import eqn_is_symbolic
 from ...core.trace import EVAL_TRACE, set_current_trace
 from .util import with_eqns
 
@@ -32,6 +33,7 @@ def constant_folding(prog: Program) -> Program:
         invars = [v if isinstance(v, Literal) else rename.get(v, v) for v in eqn.invars]
         vals = [value(v) for v in invars]
         foldable = (all(x is not None for x in vals) and not eqn.primitive.meta.get("effectful")
+                    and not eqn_is_symbolic(eqn)  # sizes unknown until bind_shapes
                     and all(int(np.prod(v.aval.shape)) <= MAX_FOLD_ELEMENTS
                             for v in eqn.outvars))
         if foldable:

@@ -1,0 +1,408 @@
+"""The ``cpp`` backend: fused C++ kernels for CPUs, compiled with the system compiler.
+
+``compile(program)``:
+
+1. runs the backend's own passes after the common pipeline: complex decomposition, fusion
+   (elementwise chains, broadcasts, reductions into ``fused_kernel`` equations), DCE;
+2. renders every fused group (also inside control-flow bodies) as one C++ function
+   (cpp_codegen.py; formulas in cpp_formulas.py) and compiles them all as ONE shared object,
+   cached on disk by content hash (src/lowering/cache.py);
+3. builds the *schedule*: a Python function generated for the Program that calls, in order,
+   each kernel (through the C launcher in cpp_runtime.py), or the primitive's NumPy
+   implementation for what is not fused: ``dot_general`` (NumPy's matmul, i.e. BLAS), shape
+   ops (NumPy views), sorting, gathers, linear algebra... The control-flow primitives (switch,
+   while, scan) run their bodies as compiled schedules of the same module.
+
+Everything that does not become native code is logged once per primitive on the
+``starling.lowering`` logger. Without a C++ compiler the backend warns once and runs programs
+through numpy_ref. Set ``STARLING_CPP_STRICT=1`` to turn code-generation failures into errors
+(tests do) instead of a warning and a NumPy fallback.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import warnings
+
+import numpy as np
+
+from ...arrays.array import wrap
+from ...core.ir import Literal, Program
+from ...core.trace import EVAL_TRACE, set_current_trace
+from .. import cache
+from ..fused import fused_kernel_p
+from ..passes.complex_decompose import complex_decompose
+from ..passes.dce import dce
+from ..passes.fusion import (ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, VIEW, VIEW_PRIMITIVES,
+                             FusionPolicy, fusion)
+from ..pipeline import run_pipeline
+from . import cpp_codegen as CG
+from . import cpp_formulas as F
+from . import cpp_runtime, register_backend
+from .numpy_ref import NumpyRefExecutable
+
+logger = logging.getLogger("starling.lowering")
+F.install()
+
+# Primitives whose NumPy implementation IS the intended native path (BLAS, views, or
+# reimplemented below): never reported as fallbacks.
+_NATIVE_BY_DESIGN = frozenset({"dot_general", "reshape", "squeeze", "broadcast_in_dim",
+                               "transpose", "while", "switch", "scan", "stop_gradient",
+                               "real", "imag"})
+_REPORTED = set()
+_WARNED_NO_COMPILER = []
+
+
+def _report_fallback(prim):
+    if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN:
+        return
+    _REPORTED.add(prim.name)
+    level = logging.WARNING if prim.family in ("elementwise", "reduction") else logging.INFO
+    logger.log(level, "starling.lowering: cpp backend runs %s through NumPy", prim.name)
+
+
+def _static_shape(aval):
+    return all(type(d) is int or isinstance(d, (np.integer,)) for d in aval.shape)
+
+
+class CppPolicy(FusionPolicy):
+    """What the C++ kernels can do (asks the formula table); keeps rendered kernels."""
+
+    def __init__(self):
+        self.rendered = {}   # id(sub-Program) -> (sub-Program, Kernel)
+
+    def kind(self, eqn):
+        name = eqn.primitive.name
+        if not all(_static_shape(v.aval) for v in list(eqn.invars) + list(eqn.outvars)):
+            return None
+        if name in VIEW_PRIMITIVES:
+            dt = np.dtype(eqn.invars[0].aval.dtype)
+            return VIEW if (F.supported_dtype(dt) or dt.kind == "c") else None
+        if name in ("real", "imag") and np.dtype(eqn.invars[0].aval.dtype) in (
+                np.dtype(np.complex64), np.dtype(np.complex128)):
+            return VIEW
+        if name in REDUCE_PRIMITIVES:
+            dt = np.dtype(eqn.invars[0].aval.dtype)
+            if not F.supported_dtype(dt):
+                return None
+            if name in ("reduce_and", "reduce_or") and dt.kind != "b":
+                return None
+            return REDUCE
+        if name == "complex_pack":
+            return ELEMENTWISE if F.supported_dtype(eqn.invars[0].aval.dtype) else None
+        formula = eqn.primitive.scalar_formula
+        if formula is None or eqn.primitive.multiple_results or len(eqn.outvars) != 1:
+            return None
+        args = [f"a{i}" for i in range(len(eqn.invars))]
+        try:
+            expr = formula.render(args, [v.aval.dtype for v in eqn.invars],
+                                  eqn.outvars[0].aval.dtype, eqn.params)
+        except Exception:  # noqa: BLE001  (a formula that cannot render: not fusible)
+            return None
+        return ELEMENTWISE if expr is not None else None
+
+    def view_ok(self, base_aval, chain):
+        dt = np.dtype(base_aval.dtype)
+        shape = tuple(base_aval.shape)
+        if dt.kind == "c":
+            acc = CG.Access(0, dt, shape, CG.c_strides(shape, 2), 0, True)
+        else:
+            acc = CG.Access(0, dt, shape, CG.c_strides(shape))
+        try:
+            for eqn in chain:
+                acc = CG.apply_view(acc, eqn)
+        except CG.NotFusible:
+            return False
+        return not acc.complex_base
+
+    def validate(self, sub):
+        try:
+            kernel = CG.render_kernel(sub, "__ST_KERNEL__")
+        except CG.NotFusible as e:
+            logger.debug("starling.lowering: group not fused: %s", e)
+            return False
+        self.rendered[id(sub)] = (sub, kernel)
+        return True
+
+
+def cpp_passes(policy):
+    return [("complex_decompose", complex_decompose),
+            ("fusion", lambda p: fusion(p, policy)),
+            ("dce", dce)]
+
+
+class CppExecutable:
+    """``exe(consts, args) -> list of Arrays``; ``.program`` is the fused Program, ``.source``
+    the generated C++ (``.schedule_source`` the generated Python schedule)."""
+
+    def __init__(self, program, run, source, schedule_source, out_weak, library_path):
+        self.program = program
+        self._run = run
+        self.source = source
+        self.schedule_source = schedule_source
+        self._out_weak = out_weak
+        self.library_path = library_path
+
+    def __call__(self, consts, args):
+        outs = self._run(*[a._buf for a in args])
+        return [wrap(o, w) for o, w in zip(outs, self._out_weak)]
+
+    def run_buffers(self, *bufs):
+        """Runs on NumPy buffers; returns a tuple of NumPy buffers."""
+        return self._run(*bufs)
+
+
+class CppBackend:
+    name = "cpp"
+
+    def supports(self, primitive) -> bool:
+        return primitive.impl is not None
+
+    def compile(self, program):
+        compiler = cache.find_compiler()
+        if compiler is None:
+            if not _WARNED_NO_COMPILER:
+                _WARNED_NO_COMPILER.append(True)
+                warnings.warn("starling: no C++ compiler found (install g++ or set STARLING_CXX);"
+                              " the cpp backend runs programs through numpy_ref", RuntimeWarning,
+                              stacklevel=3)
+            return NumpyRefExecutable(program)
+        policy = CppPolicy()
+        fused = run_pipeline(program, passes=cpp_passes(policy), label="cpp")
+        try:
+            return _build_executable(fused, policy, compiler)
+        except (cache.CompileError, CG.NotFusible) as e:
+            if os.environ.get("STARLING_CPP_STRICT"):
+                raise
+            warnings.warn(f"starling: cpp backend could not compile this program; running it "
+                          f"through numpy_ref ({str(e).splitlines()[0]})", RuntimeWarning,
+                          stacklevel=3)
+            return NumpyRefExecutable(program)
+
+
+# ---- building the executable ---------------------------------------------------------------------
+
+def _collect_kernels(prog, policy, found):
+    """Every fused_kernel sub-Program of ``prog`` (recursively), in order."""
+    for eqn in prog.eqns:
+        if eqn.primitive is fused_kernel_p:
+            found.append(eqn.params["program"])
+            continue
+        for p in eqn.params.values():
+            if isinstance(p, Program):
+                _collect_kernels(p, policy, found)
+            elif isinstance(p, tuple) and p and all(isinstance(q, Program) for q in p):
+                for q in p:
+                    _collect_kernels(q, policy, found)
+    return found
+
+
+def _build_executable(prog, policy, compiler):
+    subs = _collect_kernels(prog, policy, [])
+    names, sources, kernels = {}, {}, {}
+    for sub in subs:
+        entry = policy.rendered.get(id(sub))
+        kernel = entry[1] if entry is not None and entry[0] is sub else \
+            CG.render_kernel(sub, "__ST_KERNEL__")
+        if kernel.source not in sources:
+            sources[kernel.source] = f"st_k{len(sources)}"
+        names[id(sub)] = (sources[kernel.source], kernel)
+    lib, path = None, None
+    source = None
+    if sources:
+        body = [src.replace("__ST_KERNEL__", name) for src, name in sources.items()]
+        source = F.prelude() + "\n\n".join(body) + "\n"
+        libs = ("-lmvec", "-lm") if F.mvec_functions() else ("-lm",)
+        lib, path = cache.load(source, compiler=compiler, libs=libs)
+    launchers = {}
+    for sub in subs:
+        name, kernel = names[id(sub)]
+        key = (name, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in kernel.out_avals))
+        if key not in launchers:
+            launchers[key] = cpp_runtime.make_kernel(lib, name, kernel.in_dtypes,
+                                                     kernel.out_avals, kernel.work > 1 << 16)
+        names[id(sub)] = launchers[key]
+    sched = _Schedule(names)
+    run, text = sched.function(prog, "run")
+    out_weak = [v.aval.weak_type for v in prog.outvars]
+    return CppExecutable(prog, run, source, text, out_weak, path)
+
+
+class _Schedule:
+    """Generates the Python function running a Program: one line per equation."""
+
+    def __init__(self, kernels):
+        self.kernels = kernels   # id(sub-Program) -> launcher
+        self.texts = []
+
+    def function(self, prog, fname):
+        ns = {"np": np}
+        names = {}
+        lines = []
+        counter = [0]
+
+        def const(value, prefix="C"):
+            key = f"{prefix}{len(ns)}"
+            ns[key] = value
+            return key
+
+        def name_of(v):
+            if isinstance(v, Literal):
+                return const(v.val, "L")
+            return names[v]
+
+        def fresh(v):
+            n = f"v{counter[0]}"
+            counter[0] += 1
+            names[v] = n
+            return n
+
+        for v, c in zip(prog.constvars, prog.consts):
+            names[v] = const(np.asarray(c._buf) if hasattr(c, "_buf") else c)
+        args = [fresh(v) for v in prog.invars]
+        last_use = {}
+        for i, eqn in enumerate(prog.eqns):
+            for v in eqn.invars:
+                if not isinstance(v, Literal):
+                    last_use[v] = i
+        keep = {v for v in prog.outvars if not isinstance(v, Literal)} | set(prog.invars) | \
+            set(prog.constvars)
+        for i, eqn in enumerate(prog.eqns):
+            ins = ", ".join(name_of(v) for v in eqn.invars)
+            outs = [fresh(v) for v in eqn.outvars]
+            target = ", ".join(outs) + ("," if len(outs) == 1 and self._tuple_result(eqn) else "")
+            fn = self._callable(eqn)
+            lines.append(f"    {target} = {const(fn, 'F')}({ins})")
+            dead = [names[v] for v in eqn.invars if not isinstance(v, Literal)
+                    and last_use.get(v) == i and v not in keep]
+            dead += [names[v] for v in eqn.outvars if v not in last_use and v not in keep]
+            if dead:
+                lines.append(f"    del {', '.join(sorted(set(dead)))}")
+        rets = ", ".join(name_of(v) for v in prog.outvars)
+        text = f"def {fname}({', '.join(args)}):\n" + "\n".join(lines) + \
+            f"\n    return ({rets}{',' if len(prog.outvars) == 1 else ''})\n"
+        exec(compile(text, f"<starling cpp schedule {fname}>", "exec"), ns)  # noqa: S102
+        self.texts.append(text)
+        return ns[fname], "\n".join(self.texts)
+
+    @staticmethod
+    def _tuple_result(eqn):
+        return eqn.primitive is fused_kernel_p or eqn.primitive.multiple_results
+
+    def _callable(self, eqn):
+        prim = eqn.primitive
+        p = eqn.params
+        if prim is fused_kernel_p:
+            return self.kernels[id(p["program"])]
+        if prim.name == "dot_general":
+            return _dot_fn(eqn)
+        if prim.name == "while":
+            return self._while_fn(p)
+        if prim.name == "switch":
+            return self._switch_fn(p)
+        if prim.name == "scan":
+            return self._scan_fn(p)
+        if prim.impl is None:
+            from ...core.primitive import MissingRuleError
+            raise MissingRuleError(prim, "impl")
+        _report_fallback(prim)
+        if any(isinstance(v, Program) or (isinstance(v, tuple) and v and
+                                          isinstance(v[0], Program)) for v in p.values()):
+            return _eval_in_eval_trace(prim, p)
+        return functools.partial(prim.impl, **p) if p else prim.impl
+
+    def _sub(self, prog, tag):
+        fn, _ = self.function(prog, tag)
+        return fn
+
+    def _while_fn(self, p):
+        cond = self._sub(p["cond"], "cond")
+        body = self._sub(p["body"], "body")
+        nc, nb, max_it = p["n_cond"], p["n_body"], p["max_iterations"]
+
+        def run_while(*args):
+            cc, bc, carry = args[:nc], args[nc:nc + nb], list(args[nc + nb:])
+            n = len(carry)
+            i = 0
+            while max_it is None or i < max_it:
+                if not bool(cond(*cc, *carry)[0]):
+                    break
+                carry = list(body(*bc, *carry)[:n])
+                i += 1
+            return carry
+        return run_while
+
+    def _switch_fn(self, p):
+        branches = [self._sub(b, f"branch{i}") for i, b in enumerate(p["branches"])]
+        last = len(branches) - 1
+
+        def run_switch(index, *ops):
+            i = int(index)
+            return list(branches[0 if i < 0 else (last if i > last else i)](*ops))
+        return run_switch
+
+    def _scan_fn(self, p):
+        body_prog = p["body"]
+        body = self._sub(body_prog, "scan_body")
+        length, reverse = p["length"], p["reverse"]
+        nc, nk = p["num_consts"], p["num_carry"]
+        y_avals = [v.aval for v in body_prog.outvars[nk:]]
+
+        def run_scan(*args):
+            consts, carry, xs = args[:nc], list(args[nc:nc + nk]), args[nc + nk:]
+            ys = [np.empty((length,) + tuple(a.shape), a.dtype) for a in y_avals]
+            order = range(length - 1, -1, -1) if reverse else range(length)
+            for i in order:
+                outs = body(*consts, *carry, *[x[i] for x in xs])
+                carry = list(outs[:nk])
+                for y, val in zip(ys, outs[nk:]):
+                    y[i] = val
+            return carry + ys
+        return run_scan
+
+
+def _eval_in_eval_trace(prim, params):
+    def run(*bufs):
+        with set_current_trace(EVAL_TRACE):
+            return prim.impl(*bufs, **params)
+    return run
+
+
+def _dot_fn(eqn):
+    """matmul on the canonical layouts of this dot_general, precomputed at compile time."""
+    from ...arrays.ops.linear import _dot_general_impl, _layout
+    p = eqn.params
+    lhs, rhs = eqn.invars
+    la, ra = lhs.aval, rhs.aval
+    out_dt = np.dtype(eqn.outvars[0].aval.dtype)
+    if (np.dtype(la.dtype) != out_dt or np.dtype(ra.dtype) != out_dt
+            or out_dt.kind not in "fc" or out_dt.itemsize < 4):
+        return functools.partial(_dot_general_impl, **p)
+    lperm, rperm, ash, bsh, osh, contract = _layout(tuple(la.shape), tuple(ra.shape),
+                                                     p["dimension_numbers"])
+    if not contract:
+        return functools.partial(_dot_general_impl, **p)
+    matmul = np.matmul
+    if len(la.shape) == 2 and len(ra.shape) == 2 and ash == tuple(
+            la.shape[i] for i in (lperm or (0, 1))) and bsh == tuple(
+            ra.shape[i] for i in (rperm or (0, 1))):
+        lt, rt = lperm is not None, rperm is not None
+        if not lt and not rt:
+            return matmul
+        if lt and not rt:
+            return lambda a, b: matmul(a.T, b)
+        if rt and not lt:
+            return lambda a, b: matmul(a, b.T)
+        return lambda a, b: matmul(a.T, b.T)
+
+    def run(a, b):
+        if lperm is not None:
+            a = a.transpose(lperm)
+        if rperm is not None:
+            b = b.transpose(rperm)
+        return matmul(a.reshape(ash), b.reshape(bsh)).reshape(osh)
+    return run
+
+
+register_backend(CppBackend())

@@ -1,0 +1,661 @@
+"""C++ code generation for one ``fused_kernel`` sub-Program (cpp backend).
+
+A kernel is a loop nest over the group's loop shape L. Every operand is an *access*: a buffer
+read (or written) at ``offset + sum(index[d] * stride[d])`` -- a group input of any shape that
+broadcasts to L (stride 0 along broadcast dims), possibly through views (broadcast_in_dim,
+reshape, squeeze, transpose, real / imag of a complex buffer) that only change strides. Values
+computed in the kernel live in registers; group outputs are L-shaped stores or reductions.
+
+Loop structure, after dropping size-1 dims and merging adjacent dims that every access walks
+contiguously (so most kernels become one flat loop, or rows x columns with a bias):
+
+* no reduction: ``parallel for simd`` over one flat dim, or ``parallel for`` over the flattened
+  outer dims (split into blocks of the inner dim when the outer dims are few) with an inner
+  ``simd`` loop;
+* reduction over the trailing dims (O, R): accumulators per outer point, inner ``simd
+  reduction``; parallel over O, or over R (OpenMP reduction) when O is small (full reductions);
+* reduction over leading / middle dims (O, R, I): per block of the innermost kept dim, an
+  accumulator array updated by a ``simd`` loop for every reduced index (column sums).
+
+OpenMP parallelism is switched on only when the estimated work exceeds ``PARALLEL_WORK`` so tiny
+arrays do not pay for waking threads. float32 sums and products accumulate in double.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import cpp_formulas as F
+
+PARALLEL_WORK = 1 << 15      # elements x cost units below which a kernel runs on one thread
+_MIN_UNITS = 8               # parallel work units wanted when the outer dims are few
+_ACC_BLOCK = 1024            # accumulator array length for column reductions
+_EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
+              "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
+              "arctanh", "cbrt", "arctan2", "hypot", "pow", "logaddexp", "logaddexp2", "fmod",
+              "floor_divide", "remainder", "nextafter", "spacing", "round"}
+_VIEWS = {"broadcast_in_dim", "reshape", "squeeze", "transpose"}
+_REDUCE = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min",
+           "reduce_and": "and", "reduce_or": "or"}
+
+
+class NotFusible(Exception):
+    """The sub-Program cannot be rendered as one kernel (the pass then leaves it unfused)."""
+
+
+def c_strides(shape, scale=1):
+    out, acc = [], scale
+    for d in reversed(shape):
+        out.append(acc)
+        acc *= d
+    return tuple(reversed(out))
+
+
+class Access:
+    """A strided view of buffer ``buf``: element type ``dt`` (np.dtype), ``shape``, ``strides``
+    (in elements of ``dt``), ``offset``; ``complex_base`` marks an unsplit complex buffer."""
+
+    __slots__ = ("buf", "dt", "shape", "strides", "offset", "complex_base", "loop_strides", "id")
+
+    def __init__(self, buf, dt, shape, strides, offset=0, complex_base=False):
+        self.buf, self.dt, self.shape = buf, np.dtype(dt), tuple(shape)
+        self.strides, self.offset, self.complex_base = tuple(strides), offset, complex_base
+        self.loop_strides = None
+        self.id = None
+
+
+def _contiguous(acc):
+    return acc.strides == c_strides(acc.shape) or math.prod(acc.shape) <= 1
+
+
+def apply_view(acc, eqn):
+    """The Access of ``eqn`` (a view primitive) applied to ``acc``; raises NotFusible."""
+    name, p = eqn.primitive.name, eqn.params
+    out_shape = tuple(eqn.outvars[0].aval.shape)
+    if acc.complex_base:
+        if name not in ("real", "imag"):
+            raise NotFusible(f"{name} of a complex buffer")
+        real_dt = np.dtype(eqn.outvars[0].aval.dtype)
+        return Access(acc.buf, real_dt, acc.shape, acc.strides,
+                      acc.offset + (1 if name == "imag" else 0))
+    if name == "reshape":
+        if not _contiguous(acc):
+            raise NotFusible("reshape of a strided view")
+        return Access(acc.buf, acc.dt, out_shape, c_strides(out_shape), acc.offset)
+    if name == "squeeze":
+        dims = {d % max(len(acc.shape), 1) for d in p["dimensions"]}
+        keep = [i for i in range(len(acc.shape)) if i not in dims]
+        return Access(acc.buf, acc.dt, out_shape, [acc.strides[i] for i in keep], acc.offset)
+    if name == "transpose":
+        perm = p["permutation"]
+        return Access(acc.buf, acc.dt, out_shape, [acc.strides[i] for i in perm], acc.offset)
+    if name == "broadcast_in_dim":
+        strides = [0] * len(out_shape)
+        for i, d in enumerate(p["broadcast_dimensions"]):
+            if acc.shape[i] == out_shape[d]:
+                strides[d] = acc.strides[i]
+        return Access(acc.buf, acc.dt, out_shape, strides, acc.offset)
+    raise NotFusible(name)
+
+
+def broadcast_strides(acc, loop):
+    """Strides of ``acc`` over loop shape ``loop`` (right-aligned NumPy broadcasting)."""
+    nd = len(loop)
+    if len(acc.shape) > nd:
+        raise NotFusible(f"operand of shape {acc.shape} does not broadcast to {loop}")
+    pad = nd - len(acc.shape)
+    out = [0] * pad
+    for i, (s, st) in enumerate(zip(acc.shape, acc.strides)):
+        L = loop[pad + i]
+        if s == L:
+            out.append(st if L != 1 else 0)
+        elif s == 1:
+            out.append(0)
+        else:
+            raise NotFusible(f"operand of shape {acc.shape} does not broadcast to {loop}")
+    return out
+
+
+class Kernel:
+    """A rendered kernel: ``source`` (one extern "C" function ``name(void* const* args)``),
+    ``in_dtypes`` (NumPy dtype each input buffer must have), ``out_avals``, ``work``."""
+
+    def __init__(self, name, source, in_dtypes, out_avals, work, parallel):
+        self.name, self.source = name, source
+        self.in_dtypes, self.out_avals = in_dtypes, out_avals
+        self.work, self.parallel = work, parallel
+
+
+class _Red:
+    __slots__ = ("kind", "dt", "acc_t", "name", "value", "out_acc", "nanflag")
+
+    def __init__(self, kind, dt, name):
+        self.kind, self.dt, self.name = kind, np.dtype(dt), name
+        t = F.ctype(dt)
+        self.acc_t = "double" if (self.dt == np.float32 and kind in ("sum", "prod")) else t
+        self.nanflag = self.dt.kind == "f" and kind in ("max", "min")
+        self.value = None
+        self.out_acc = None
+
+    def init(self):
+        dt = self.dt
+        if self.kind == "sum":
+            return "false" if dt.kind == "b" else f"({self.acc_t})0"
+        if self.kind == "prod":
+            return "true" if dt.kind == "b" else f"({self.acc_t})1"
+        if self.kind in ("and",):
+            return "true"
+        if self.kind in ("or",):
+            return "false"
+        if dt.kind == "b":
+            return "false" if self.kind == "max" else "true"
+        if dt.kind == "f":
+            return f"({'-' if self.kind == 'max' else ''}std::numeric_limits<{self.acc_t}>" \
+                   "::infinity())"
+        lim = "lowest" if self.kind == "max" else "max"
+        return f"std::numeric_limits<{self.acc_t}>::{lim}()"
+
+    def clause(self):
+        """OpenMP reduction clauses for the scalar accumulator form."""
+        op = {"sum": "+", "prod": "*", "max": "max", "min": "min", "and": "&&", "or": "||"}
+        k = self.kind
+        if self.dt.kind == "b":
+            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
+        out = f"reduction({op[k]}:{self.name})"
+        if self.nanflag:
+            out += f" reduction(|:{self.name}_nan)"
+        return out
+
+    def update_scalar(self, x):
+        n, k = self.name, self.kind
+        if self.dt.kind == "b":
+            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
+        if k == "sum":
+            return f"{n} += ({self.acc_t}){x};"
+        if k == "prod":
+            return f"{n} *= ({self.acc_t}){x};"
+        if k == "and":
+            return f"{n} = {n} && {x};"
+        if k == "or":
+            return f"{n} = {n} || {x};"
+        cmp = ">" if k == "max" else "<"
+        s = f"{n} = ({x} {cmp} {n}) ? {x} : {n};"
+        if self.nanflag:
+            s += f" {n}_nan |= ({x} != {x});"
+        return s
+
+    def update_array(self, slot, x):
+        k = self.kind
+        if self.dt.kind == "b":
+            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
+        if k == "sum":
+            return f"{slot} += ({self.acc_t}){x};"
+        if k == "prod":
+            return f"{slot} *= ({self.acc_t}){x};"
+        if k == "and":
+            return f"{slot} = {slot} && {x};"
+        if k == "or":
+            return f"{slot} = {slot} || {x};"
+        cmp = ">" if k == "max" else "<"
+        if self.nanflag:   # NaN is sticky: once the accumulator is NaN no comparison replaces it
+            return f"{slot} = ({x} {cmp} {slot} || {x} != {x}) ? {x} : {slot};"
+        return f"{slot} = ({x} {cmp} {slot}) ? {x} : {slot};"
+
+    def final_scalar(self):
+        t = F.ctype(self.dt)
+        if self.nanflag:
+            return f"({self.name}_nan ? std::numeric_limits<{t}>::quiet_NaN() : ({t}){self.name})"
+        return f"({t}){self.name}"
+
+
+def render_kernel(sub, fname) -> Kernel:
+    """Renders the fused sub-Program ``sub`` as the C++ function ``fname``; raises NotFusible."""
+    return _KernelBuilder(sub, fname).build()
+
+
+class _KernelBuilder:
+    def __init__(self, sub, fname):
+        self.sub, self.fname = sub, fname
+        self.accesses = []     # reads
+        self.stores = []       # (Access, value expr, ctype)
+        self.reds = []
+        self.stmts = []        # body lines; leaf loads are "{L<id>}" placeholders
+        self.cost = 0
+        self.n = 0
+
+    def _access(self, acc):
+        acc.id = len(self.accesses) + len(self.stores)
+        self.accesses.append(acc)
+        return acc
+
+    def build(self):
+        sub = self.sub
+        from ...core.ir import Literal
+        env = {}
+        in_dtypes = []
+        for i, v in enumerate(sub.invars):
+            dt = np.dtype(v.aval.dtype)
+            shape = tuple(v.aval.shape)
+            in_dtypes.append(dt)
+            if dt.kind == "c":
+                real = np.dtype(np.float32 if dt == np.complex64 else np.float64)
+                env[v] = ("leaf", Access(i, real, shape, c_strides(shape, 2), 0, True))
+            elif F.supported_dtype(dt):
+                env[v] = ("leaf", Access(i, dt, shape, c_strides(shape)))
+            else:
+                raise NotFusible(f"input dtype {dt}")
+        loop = self._loop_shape()
+        self.loop = loop
+
+        def operand(v):
+            if isinstance(v, Literal):
+                return F.literal(v.val, v.aval.dtype), np.dtype(v.aval.dtype)
+            kind, x = env[v]
+            if kind == "leaf":
+                if x.complex_base:
+                    raise NotFusible("complex value used without real/imag split")
+                if x.id is None:
+                    x.loop_strides = broadcast_strides(x, loop)
+                    self._access(x)
+                return "{L%d}" % x.id, x.dt
+            if kind == "expr":
+                return x
+            raise NotFusible("a reduced value is used inside its own kernel")
+
+        for eqn in sub.eqns:
+            name = eqn.primitive.name
+            out = eqn.outvars[0]
+            src = eqn.invars[0] if eqn.invars else None
+            src_leaf = (src is not None and not isinstance(src, Literal)
+                        and env[src][0] == "leaf")
+            if name in _VIEWS or (name in ("real", "imag") and src_leaf
+                                  and env[src][1].complex_base):
+                if not src_leaf:
+                    raise NotFusible(f"{name} of a computed value")
+                env[out] = ("leaf", apply_view(env[src][1], eqn))
+                continue
+            if name in _REDUCE:
+                x, dt = operand(eqn.invars[0])
+                red = _Red(_REDUCE[name], dt, f"acc{len(self.reds)}")
+                red.value = x
+                self.reds.append((red, tuple(sorted(eqn.params["axes"])), out))
+                env[out] = ("reduced", red)
+                self.cost += 1
+                continue
+            if name == "complex_pack":
+                (re, rdt), (im, _) = operand(eqn.invars[0]), operand(eqn.invars[1])
+                env[out] = ("pack", (re, im, rdt))
+                continue
+            formula = eqn.primitive.scalar_formula
+            if formula is None or eqn.primitive.multiple_results:
+                raise NotFusible(name)
+            args, dts = zip(*[operand(v) for v in eqn.invars]) if eqn.invars else ((), ())
+            expr = formula.render(list(args), list(dts), out.aval.dtype, eqn.params)
+            if expr is None:
+                raise NotFusible(f"{name} on {[str(d) for d in dts]}")
+            t = F.ctype(out.aval.dtype)
+            vn = f"v{self.n}"
+            self.n += 1
+            self.stmts.append(f"const {t} {vn} = ({t})({expr});")
+            env[out] = ("expr", (vn, np.dtype(out.aval.dtype)))
+            self.cost += 16 if name in _EXPENSIVE else (4 if name in ("divide", "sqrt") else 1)
+        return self._finish(env)
+
+    def _loop_shape(self):
+        from ..passes.fusion import REDUCE_PRIMITIVES
+        shapes = []
+        for eqn in self.sub.eqns:
+            name = eqn.primitive.name
+            if name in REDUCE_PRIMITIVES:
+                shapes.append(tuple(eqn.invars[0].aval.shape))
+            elif name not in _VIEWS and name not in ("real", "imag"):
+                shapes.append(tuple(eqn.outvars[0].aval.shape))
+            elif name in ("real", "imag") and eqn.invars[0].aval.dtype.kind != "c":
+                shapes.append(tuple(eqn.outvars[0].aval.shape))
+        if not shapes:
+            raise NotFusible("no computation")
+        nd = max(len(s) for s in shapes)
+        loop = [1] * nd
+        for s in shapes:
+            for i, d in enumerate(s):
+                j = nd - len(s) + i
+                if d != 1:
+                    if loop[j] not in (1, d):
+                        raise NotFusible("inconsistent shapes")
+                    loop[j] = d
+        return tuple(loop)
+
+    def _finish(self, env):
+        from ...core.ir import Literal
+        loop = self.loop
+        nd = len(loop)
+        axes = None
+        out_avals = []
+        nin = len(self.sub.invars)
+        for j, v in enumerate(self.sub.outvars):
+            if isinstance(v, Literal) or v not in env:
+                raise NotFusible("output is not computed by the kernel")
+            kind, x = env[v]
+            out_avals.append(v.aval)
+            shape = tuple(v.aval.shape)
+            buf = nin + j
+            if kind == "expr":
+                if shape != loop:
+                    raise NotFusible(f"output of shape {shape} in a loop over {loop}")
+                acc = Access(buf, x[1], shape, c_strides(shape))
+                acc.loop_strides = list(c_strides(shape))
+                self.stores.append((acc, x[0]))
+            elif kind == "pack":
+                re, im, rdt = x
+                if shape != loop:
+                    raise NotFusible(f"output of shape {shape} in a loop over {loop}")
+                for part, off in ((re, 0), (im, 1)):
+                    acc = Access(buf, rdt, shape, c_strides(shape, 2), off)
+                    acc.loop_strides = list(c_strides(shape, 2))
+                    self.stores.append((acc, part))
+            elif kind == "reduced":
+                red = x
+                r_axes = next(a for r, a, o in self.reds if r is red)
+                r_axes = tuple(a % nd for a in r_axes) if nd else ()
+                if axes is None:
+                    axes = r_axes
+                elif axes != r_axes:
+                    raise NotFusible("reductions over different axes")
+                kept = [i for i in range(nd) if i not in r_axes]
+                st = c_strides(tuple(loop[i] for i in kept))
+                strides = [0] * nd
+                for i, s in zip(kept, st):
+                    strides[i] = s
+                acc = Access(buf, red.dt, shape, ())
+                acc.loop_strides = strides
+                red.out_acc = acc
+            else:
+                raise NotFusible("output is an input view")
+        for red, a, _ in self.reds:
+            a = tuple(x % nd for x in a) if nd else ()
+            if axes is None:
+                axes = a
+            if a != axes:
+                raise NotFusible("reductions over different axes")
+        reds = [r for r, _, _ in self.reds if r.out_acc is not None]
+        return _emit(self, loop, set(axes or ()), reds, in_dtypes=[
+            np.dtype(v.aval.dtype) for v in self.sub.invars], out_avals=out_avals)
+
+
+# ---- loop structure and emission -----------------------------------------------------------------
+
+def _merge_dims(loop, red_axes, accs):
+    """[(size, reduced, {access index: stride})] after dropping size-1 dims and merging
+    dims every access walks contiguously."""
+    dims = []
+    for d, size in enumerate(loop):
+        if size == 1:
+            continue
+        dims.append([size, d in red_axes, [a.loop_strides[d] for a in accs]])
+    merged = []
+    for dim in dims:
+        if merged:
+            prev = merged[-1]
+            if prev[1] == dim[1] and all(ps == s * dim[0]
+                                         for ps, s in zip(prev[2], dim[2])):
+                prev[0] *= dim[0]
+                prev[2] = dim[2]
+                continue
+        merged.append(dim)
+    return merged
+
+
+def _emit(b, loop, red_axes, reds, in_dtypes, out_avals):
+    reads = b.accesses
+    stores = [s for s, _ in b.stores]
+    red_outs = [r.out_acc for r in reds]
+    accs = reads + stores + red_outs
+    for i, a in enumerate(accs):
+        a.id = i
+    dims = _merge_dims(loop, red_axes, accs)
+    flags = [d[1] for d in dims]
+    if True in flags:
+        first = flags.index(True)
+        last = len(flags) - 1 - flags[::-1].index(True)
+        if not all(flags[first:last + 1]):
+            raise NotFusible("reduced axes are not contiguous")
+    total = math.prod(loop) if loop else 1
+    work = total * max(b.cost, 1)
+    par = work >= PARALLEL_WORK
+    e = _Emitter(b, dims, accs, reds, par)
+    lines = [f'extern "C" void {b.fname}(void* const* st_args) {{']
+    for a in accs:
+        t = F.ctype(a.dt)
+        const = "const " if a in reads else ""
+        lines.append(f"  {const}{t}* __restrict p{a.id} = ({const}{t}*)st_args[{a.buf}];")
+    lines += ["  " + x for x in e.emit()]
+    lines.append("}")
+    return Kernel(b.fname, "\n".join(lines), in_dtypes, out_avals, work, par)
+
+
+class _Emitter:
+    def __init__(self, b, dims, accs, reds, par):
+        self.b, self.dims, self.accs, self.reds, self.par = b, dims, accs, reds, par
+        self.reads = b.accesses
+
+    # -- helpers --
+    def _base(self, a, idx):
+        """Offset expression of access ``a`` for the outer index variables ``idx`` (dim -> var)."""
+        terms = [str(a.offset)] if a.offset else []
+        for d, var in idx.items():
+            s = self.dims[d][2][a.id]
+            if s:
+                terms.append(f"{var} * {s}")
+        return " + ".join(terms) if terms else "0"
+
+    def _bases(self, idx, accs):
+        out = []
+        for a in accs:
+            t = F.ctype(a.dt)
+            const = "const " if a in self.reads else ""
+            out.append(f"{const}{t}* __restrict b{a.id} = p{a.id} + ({self._base(a, idx)});")
+        return out
+
+    def _elem(self, a, inner):
+        if inner is None:
+            return f"b{a.id}[0]"
+        s = self.dims[inner][2][a.id]
+        return f"b{a.id}[k]" if s == 1 else (f"b{a.id}[0]" if s == 0 else f"b{a.id}[k * {s}]")
+
+    def _body(self, inner, red_mode):
+        """Innermost statements: loads, the computation, stores and reduction updates."""
+        lines = []
+        loads = {}
+        for a in self.reads:
+            loads["L%d" % a.id] = f"l{a.id}"
+            lines.append(f"const {F.ctype(a.dt)} l{a.id} = {self._elem(a, inner)};")
+        for st in self.b.stmts:
+            lines.append(st.format(**loads))
+        for a, val in self.b.stores:
+            lines.append(f"{self._elem(a, inner)} = {val.format(**loads)};")
+        for r in self.reds:
+            x = r.value.format(**loads)
+            if red_mode == "array":
+                lines.append(r.update_array(f"{r.name}[k - k0]", x))
+            else:
+                lines.append(r.update_scalar(x))
+        return lines
+
+    @staticmethod
+    def _decompose(var, sizes, names):
+        """Lines splitting flat index ``var`` into ``names`` over ``sizes`` (C order)."""
+        lines = [f"int64_t q_ = {var};"] if len(sizes) > 1 else []
+        if len(sizes) == 1:
+            return [f"const int64_t {names[0]} = {var};"]
+        for n, s in zip(reversed(names), reversed(sizes)):
+            lines.append(f"const int64_t {n} = q_ % {s}; q_ /= {s};")
+        return lines
+
+    def _pragma_par(self, extra=""):
+        return [f"#pragma omp parallel for schedule(static){extra}"] if self.par else []
+
+    # -- structures --
+    def emit(self):
+        dims = self.dims
+        reds = self.reds
+        red_dims = [i for i, d in enumerate(dims) if d[1]]
+        if reds and not red_dims:
+            # Reductions over size-1 axes only: each element is its own result.
+            for r in reds:
+                self.b.stores.append((r.out_acc, r.value))
+            self.reds = []
+            return self._elementwise()
+        if not reds:
+            return self._elementwise()
+        if red_dims[-1] == len(dims) - 1:
+            return self._row_reduction(red_dims)
+        return self._column_reduction(red_dims)
+
+    def _store_reds(self, idx, final=True):
+        lines = []
+        for r in self.reds:
+            a = r.out_acc
+            lines.append(f"p{a.id}[{self._base(a, idx)}] = {r.final_scalar()};")
+        return lines
+
+    def _init_reds(self):
+        lines = []
+        for r in self.reds:
+            lines.append(f"{r.acc_t} {r.name} = {r.init()};")
+            if r.nanflag:
+                lines.append(f"int {r.name}_nan = 0;")
+        return lines
+
+    def _elementwise(self):
+        dims = self.dims
+        accs = self.accs
+        red_mode = "scalar"
+        if not dims:
+            return ["{"] + self._bases({}, accs) + self._body(None, red_mode) + ["}"]
+        if len(dims) == 1:
+            K = dims[0][0]
+            pragma = "#pragma omp parallel for simd schedule(static)" if self.par \
+                else "#pragma omp simd"
+            return self._bases({}, accs) + [pragma, f"for (int64_t k = 0; k < {K}; ++k) {{"] + \
+                ["  " + x for x in self._body(0, red_mode)] + ["}"]
+        inner = len(dims) - 1
+        K = dims[inner][0]
+        outer = list(range(inner))
+        P = math.prod(dims[d][0] for d in outer)
+        NB = 1
+        if self.par and P < _MIN_UNITS and K >= 1024:
+            NB = min(-(-K // 512), -(-_MIN_UNITS // max(P, 1)))
+        BK = -(-K // NB)
+        names = [f"i{d}" for d in outer] + (["kb"] if NB > 1 else [])
+        sizes = [dims[d][0] for d in outer] + ([NB] if NB > 1 else [])
+        lines = self._pragma_par()
+        lines.append(f"for (int64_t p_ = 0; p_ < {P * NB}; ++p_) {{")
+        body = self._decompose("p_", sizes, names) if sizes else []
+        idx = {d: f"i{d}" for d in outer}
+        body += self._bases(idx, accs)
+        if NB > 1:
+            body += [f"const int64_t k0 = kb * {BK};",
+                     f"const int64_t k1 = k0 + {BK} < {K} ? k0 + {BK} : {K};"]
+        else:
+            body += ["const int64_t k0 = 0;", f"const int64_t k1 = {K};"]
+        body += ["#pragma omp simd", "for (int64_t k = k0; k < k1; ++k) {"]
+        body += ["  " + x for x in self._body(inner, red_mode)] + ["}"]
+        return lines + ["  " + x for x in body] + ["}"]
+
+    def _row_reduction(self, red_dims):
+        """Reduced dims are the trailing ones: scalar accumulators per outer point."""
+        dims = self.dims
+        outer = [d for d in range(len(dims)) if d < red_dims[0]]
+        P = math.prod(dims[d][0] for d in outer)
+        inner = len(dims) - 1
+        reads_stores = self.reads + [s for s, _ in self.b.stores]
+        clauses = " ".join(r.clause() for r in self.reds)
+        inside = self.par and P < 2 * _MIN_UNITS   # parallelise the reduction itself
+        lines = []
+        if not inside:
+            lines += self._pragma_par()
+        lines.append(f"for (int64_t p_ = 0; p_ < {P}; ++p_) {{")
+        body = self._decompose("p_", [dims[d][0] for d in outer], [f"i{d}" for d in outer]) \
+            if outer else []
+        body += self._init_reds()
+        idx = {d: f"i{d}" for d in outer}
+        # nested loops over the reduced dims but the innermost
+        loops = []
+        for n, d in enumerate(red_dims[:-1]):
+            prag = []
+            if inside and n == 0:
+                prag = [f"#pragma omp parallel for schedule(static) {clauses}"]
+            loops.append((d, prag))
+        nest = []
+        depth = 0
+        for d, prag in loops:
+            nest += ["  " * depth + x for x in prag]
+            nest.append("  " * depth + f"for (int64_t i{d} = 0; i{d} < {dims[d][0]}; ++i{d}) {{")
+            idx[d] = f"i{d}"
+            depth += 1
+        ind = "  " * depth
+        nest += [ind + x for x in self._bases(idx, reads_stores)]
+        K = dims[inner][0]
+        if inside and not loops:
+            nest.append(ind + f"#pragma omp parallel for simd schedule(static) {clauses}")
+        else:
+            nest.append(ind + f"#pragma omp simd {clauses}")
+        nest.append(ind + f"for (int64_t k = 0; k < {K}; ++k) {{")
+        nest += [ind + "  " + x for x in self._body(inner, "scalar")]
+        nest.append(ind + "}")
+        for depth in range(len(loops) - 1, -1, -1):
+            nest.append("  " * depth + "}")
+        body += nest
+        body += self._store_reds({d: f"i{d}" for d in outer})
+        return lines + ["  " + x for x in body] + ["}"]
+
+    def _column_reduction(self, red_dims):
+        """Kept dims after the reduced ones: accumulator arrays over blocks of the last dim."""
+        dims = self.dims
+        inner = len(dims) - 1
+        K = dims[inner][0]
+        outer = [d for d in range(len(dims)) if d not in red_dims and d != inner]
+        P = math.prod(dims[d][0] for d in outer)
+        BK = min(K, _ACC_BLOCK)
+        if self.par and P * (-(-K // BK)) < _MIN_UNITS:
+            BK = max(64, -(-K // -(-_MIN_UNITS // max(P, 1))))
+            BK = min(BK, K)
+        NB = -(-K // BK)
+        reads_stores = self.reads + [s for s, _ in self.b.stores]
+        lines = self._pragma_par()
+        lines.append(f"for (int64_t p_ = 0; p_ < {P * NB}; ++p_) {{")
+        names = [f"i{d}" for d in outer] + ["kb"]
+        sizes = [dims[d][0] for d in outer] + [NB]
+        body = self._decompose("p_", sizes, names)
+        body += [f"const int64_t k0 = kb * {BK};",
+                 f"const int64_t k1 = k0 + {BK} < {K} ? k0 + {BK} : {K};"]
+        for r in self.reds:
+            body.append(f"{r.acc_t} {r.name}[{BK}];")
+            body.append(f"for (int64_t k = 0; k < {BK}; ++k) {r.name}[k] = {r.init()};")
+        idx = {d: f"i{d}" for d in outer}
+        nest = []
+        for depth, d in enumerate(red_dims):
+            nest.append("  " * depth + f"for (int64_t i{d} = 0; i{d} < {dims[d][0]}; ++i{d}) {{")
+            idx[d] = f"i{d}"
+        ind = "  " * len(red_dims)
+        nest += [ind + x for x in self._bases(idx, reads_stores)]
+        nest += [ind + "#pragma omp simd", ind + "for (int64_t k = k0; k < k1; ++k) {"]
+        nest += [ind + "  " + x for x in self._body(inner, "array")]
+        nest.append(ind + "}")
+        for depth in range(len(red_dims) - 1, -1, -1):
+            nest.append("  " * depth + "}")
+        body += nest
+        oidx = {d: f"i{d}" for d in outer}
+        for r in self.reds:
+            a = r.out_acc
+            t = F.ctype(r.dt)
+            s = self.dims[inner][2][a.id]
+            body.append(f"for (int64_t k = k0; k < k1; ++k) p{a.id}[({self._base(a, oidx)})"
+                        f" + k * {s}] = ({t}){r.name}[k - k0];")
+        return lines + ["  " + x for x in body] + ["}"]
+
+
+def module_source(kernels) -> str:
+    """The whole translation unit: prelude + every kernel."""
+    return F.prelude() + "\n\n".join(k.source for k in kernels) + "\n"

@@ -1,0 +1,477 @@
+"""Scalar C++ formulas of the elementwise primitives, for the ``cpp`` backend's fused kernels.
+
+``render(name, args, in_dtypes, out_dtype, params)`` returns a C++ expression computing one
+element of primitive ``name`` from the C++ expressions ``args`` (operands already of the C++ types
+of ``in_dtypes``), or None when the primitive / dtype combination is not supported (the backend
+then runs the primitive's NumPy implementation). Each formula reproduces the NumPy reference
+(the ``impl`` of the primitive) including NaN / inf / -0.0, integer wrap-around (kernels are built
+with ``-fwrapv``), integer division by zero (0, as NumPy) and shifts past the bit width.
+
+At import, ``install()`` stores each formula as ``prim.scalar_formula`` (a ``CppFormula``).
+The table lives here for now; it belongs next to each primitive in its family file.
+
+``PRELUDE`` is the C++ text every generated module starts with: includes, the SIMD declarations
+of the vector math library (glibc's libmvec, when present: vectorised exp/log/sin/tanh...) and the
+small helper functions the formulas call.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import math
+
+import numpy as np
+
+CTYPES = {
+    np.dtype(np.bool_): "bool", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
+    np.dtype(np.int32): "int32_t", np.dtype(np.int64): "int64_t", np.dtype(np.uint8): "uint8_t",
+    np.dtype(np.uint16): "uint16_t", np.dtype(np.uint32): "uint32_t",
+    np.dtype(np.uint64): "uint64_t", np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+}
+FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def ctype(dt) -> str:
+    return CTYPES[np.dtype(dt)]
+
+
+def supported_dtype(dt) -> bool:
+    return np.dtype(dt) in CTYPES
+
+
+# ---- literals ------------------------------------------------------------------------------------
+
+def literal(value, dt) -> str:
+    """Exact C++ literal of ``value`` as dtype ``dt``."""
+    dt = np.dtype(dt)
+    v = np.asarray(value).astype(dt)[()]
+    if dt.kind == "b":
+        return "true" if bool(v) else "false"
+    if dt.kind == "f":
+        t = ctype(dt)
+        f = float(v)
+        if math.isnan(f):
+            return f"std::numeric_limits<{t}>::quiet_NaN()"
+        if math.isinf(f):
+            return f"({'-' if f < 0 else ''}std::numeric_limits<{t}>::infinity())"
+        text = f.hex()
+        return f"({text}f)" if dt == np.float32 else f"({text})"
+    i = int(v)
+    if dt.kind == "u":
+        return f"(({ctype(dt)}){i}ULL)"
+    if i == -(1 << 63):
+        return "((int64_t)(-9223372036854775807LL - 1))"
+    return f"(({ctype(dt)}){i}LL)"
+
+
+# ---- vector math ---------------------------------------------------------------------------------
+
+_MVEC_UNARY = ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "cos", "cosh", "erf",
+               "erfc", "exp", "exp10", "exp2", "expm1", "log", "log10", "log1p", "log2", "sin",
+               "sinh", "tan", "tanh")
+_MVEC_BINARY = ("atan2", "hypot", "pow")
+
+
+@functools.lru_cache(maxsize=None)
+def mvec_functions() -> tuple:
+    """(C name, C type, number of args) of the math functions with SIMD variants in this
+    machine's libmvec (glibc), e.g. ("expf", "float", 1)."""
+    path = ctypes.util.find_library("mvec")
+    if path is None:
+        return ()
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError:
+        return ()
+    found = []
+    for fn, nargs in [(f, 1) for f in _MVEC_UNARY] + [(f, 2) for f in _MVEC_BINARY]:
+        v = "v" * nargs
+        # The SSE ('b') and AVX2 ('d') variants are the ones GCC picks on x86-64 without AVX-512.
+        if hasattr(lib, f"_ZGVbN4{v}_{fn}f") and hasattr(lib, f"_ZGVdN8{v}_{fn}f"):
+            found.append((fn + "f", "float", nargs))
+        if hasattr(lib, f"_ZGVbN2{v}_{fn}") and hasattr(lib, f"_ZGVdN4{v}_{fn}"):
+            found.append((fn, "double", nargs))
+    return tuple(found)
+
+
+def _simd_decls() -> str:
+    found = mvec_functions()
+    if not found:
+        return ""
+    lines = ['extern "C" {']
+    for name, t, nargs in found:
+        lines.append(f"{t} {name}({', '.join([t] * nargs)}) ST_SIMD;")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+_HELPERS = r"""
+#include <cstdint>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#define ST_SIMD __attribute__((simd("notinbranch")))
+#define ST_INLINE static inline __attribute__((always_inline))
+
+// NaN-propagating maximum / minimum (NumPy maximum / minimum); fmax / fmin ignore NaN.
+template <class T> ST_INLINE T st_max(T a, T b) { return (a > b || a != a) ? a : b; }
+template <class T> ST_INLINE T st_min(T a, T b) { return (a < b || a != a) ? a : b; }
+template <class T> ST_INLINE T st_fmax(T a, T b) { return (a > b || b != b) ? a : b; }
+template <class T> ST_INLINE T st_fmin(T a, T b) { return (a < b || b != b) ? a : b; }
+
+// Integer division with NumPy's conventions: x / 0 == 0, MIN / -1 wraps (never traps).
+template <class T> ST_INLINE T st_ifloordiv(T a, T b) {
+  if (b == 0) return 0;
+  if (std::is_signed<T>::value) {
+    if (b == (T)-1) return (T)(0 - (typename std::make_unsigned<T>::type)a);
+    T q = (T)(a / b);
+    if ((T)(a % b) != 0 && ((a < 0) != (b < 0))) q = (T)(q - 1);
+    return q;
+  }
+  return (T)(a / b);
+}
+template <class T> ST_INLINE T st_iremainder(T a, T b) {
+  if (b == 0) return 0;
+  if (std::is_signed<T>::value) {
+    if (b == (T)-1) return 0;
+    T r = (T)(a % b);
+    if (r != 0 && ((r < 0) != (b < 0))) r = (T)(r + b);
+    return r;
+  }
+  return (T)(a % b);
+}
+template <class T> ST_INLINE T st_ifmod(T a, T b) {
+  if (b == 0) return 0;
+  if (std::is_signed<T>::value && b == (T)-1) return 0;
+  return (T)(a % b);
+}
+// Float floor division and remainder through fmod (the divmod algorithm NumPy and Python use),
+// so that e.g. 1.0 // 0.1 == 9.0.
+template <class T> ST_INLINE T st_fremainder(T a, T b) {
+  T mod = std::fmod(a, b);
+  if (b == 0) return mod;
+  if (mod != 0) {
+    if ((b < 0) != (mod < 0)) mod += b;
+  } else {
+    mod = std::copysign((T)0, b);
+  }
+  return mod;
+}
+template <class T> ST_INLINE T st_ffloordiv(T a, T b) {
+  if (b == 0) return a / b;
+  T mod = std::fmod(a, b);
+  T div = (a - mod) / b;
+  if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+  if (div != 0) {
+    T fl = std::floor(div);
+    if (div - fl > (T)0.5) fl += 1;
+    return fl;
+  }
+  return std::copysign((T)0, a / b);
+}
+// Shifts: NumPy gives 0 (or -1 for negative operands shifted right) past the bit width.
+template <class T> ST_INLINE T st_lshift(T a, T b) {
+  typedef typename std::make_unsigned<T>::type U;
+  if ((U)b >= (U)(8 * sizeof(T))) return 0;
+  return (T)((U)a << (U)b);
+}
+template <class T> ST_INLINE T st_rshift(T a, T b) {
+  typedef typename std::make_unsigned<T>::type U;
+  if ((U)b >= (U)(8 * sizeof(T))) return (std::is_signed<T>::value && a < 0) ? (T)-1 : (T)0;
+  return (T)(a >> b);
+}
+// Integer power by squaring (wrapping); a negative exponent gives the truncated exact value.
+template <class T> ST_INLINE T st_ipow(T a, T b) {
+  if (std::is_signed<T>::value && b < 0) {
+    if (a == 1) return 1;
+    if (a == (T)-1) return (b & 1) ? (T)-1 : (T)1;
+    return 0;
+  }
+  typedef typename std::make_unsigned<T>::type U;
+  U r = 1, x = (U)a;
+  U e = (U)b;
+  while (e) {
+    if (e & 1) r = (U)(r * x);
+    x = (U)(x * x);
+    e >>= 1;
+  }
+  return (T)r;
+}
+template <class T> ST_INLINE T st_sign(T a) {
+  if (a != a) return a;
+  return (T)((a > 0) - (a < 0));
+}
+template <class T> ST_INLINE T st_heaviside(T a, T b) {
+  if (a != a) return a;
+  return a < 0 ? (T)0 : (a > 0 ? (T)1 : b);
+}
+template <class T> ST_INLINE T st_logaddexp(T a, T b) {
+  if (a == b) return a + (T)0.693147180559945309417232121458176568;
+  T d = a - b;
+  if (d > 0) return a + std::log1p(std::exp(-d));
+  if (d <= 0) return b + std::log1p(std::exp(d));
+  return d;
+}
+template <class T> ST_INLINE T st_logaddexp2(T a, T b) {
+  const T ln2 = (T)0.693147180559945309417232121458176568;
+  if (a == b) return a + 1;
+  T d = a - b;
+  if (d > 0) return a + std::log1p(std::exp2(-d)) / ln2;
+  if (d <= 0) return b + std::log1p(std::exp2(d)) / ln2;
+  return d;
+}
+template <class T> ST_INLINE T st_spacing(T a) {
+  if (a != a || std::isinf(a)) return std::numeric_limits<T>::quiet_NaN();
+  T up = std::nextafter(a, std::signbit(a) ? -std::numeric_limits<T>::infinity()
+                                            : std::numeric_limits<T>::infinity());
+  return up - a;
+}
+template <class T> ST_INLINE T st_round(T x, int d) {
+  // NumPy's round: scale by 10**d, round half to even, scale back.
+  if (d >= 0) {
+    T f = (T)std::pow((T)10, (T)d);
+    return std::nearbyint(x * f) / f;
+  }
+  T f = (T)std::pow((T)10, (T)(-d));
+  return std::nearbyint(x / f) * f;
+}
+template <class T> ST_INLINE T st_gcd(T a, T b) {
+  typedef typename std::make_unsigned<T>::type U;
+  U x = (std::is_signed<T>::value && a < 0) ? (U)(0 - (U)a) : (U)a;
+  U y = (std::is_signed<T>::value && b < 0) ? (U)(0 - (U)b) : (U)b;
+  while (y) { U t = x % y; x = y; y = t; }
+  return (T)x;
+}
+template <class T> ST_INLINE T st_lcm(T a, T b) {
+  T g = st_gcd(a, b);
+  if (g == 0) return 0;
+  T r = (T)((a / g) * b);
+  return (std::is_signed<T>::value && r < 0) ? (T)(0 - r) : r;
+}
+template <class T> ST_INLINE T st_nan_to_num(T x, T nan, T posinf, T neginf) {
+  if (x != x) return nan;
+  if (std::isinf(x)) return x > 0 ? posinf : neginf;
+  return x;
+}
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def prelude() -> str:
+    return _HELPERS + _simd_decls() + "\n"
+
+
+# ---- the formulas --------------------------------------------------------------------------------
+
+def _is_float(dt):
+    return dt in FLOATS
+
+
+def _fn(dt, name):
+    """The C math function for ``dt``: ``expf`` for float32, ``exp`` for float64."""
+    return name + ("f" if dt == np.float32 else "")
+
+
+_FLOAT_CALLS = {
+    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
+    "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
+    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
+    "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "sqrt": "sqrt",
+    "cbrt": "cbrt", "rint": "nearbyint",
+}
+_FLOAT_CALLS2 = {"arctan2": "atan2", "hypot": "hypot", "copysign": "copysign",
+                 "nextafter": "nextafter", "fmod": "fmod", "pow": "pow"}
+_COMPARE = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
+            "greater_equal": ">="}
+_ROUNDING = {"floor": "floor", "ceil": "ceil", "trunc": "trunc"}
+
+
+def _render(name, a, dts, out, params):
+    dt = dts[0] if dts else None
+    fl = dt is not None and _is_float(dt)
+    kind = dt.kind if dt is not None else None
+    t = ctype(dt) if dt is not None else None
+    if name in _FLOAT_CALLS and fl:
+        return f"{_fn(dt, _FLOAT_CALLS[name])}({a[0]})"
+    if name == "pow" and fl and a[1] == literal(2.0, dt):
+        return f"({a[0]} * {a[0]})"   # NumPy squares too: exactly pow(x, 2)
+    if name in _FLOAT_CALLS2 and fl:
+        return f"{_fn(dt, _FLOAT_CALLS2[name])}({a[0]}, {a[1]})"
+    if name in _COMPARE:
+        return f"({a[0]} {_COMPARE[name]} {a[1]})"
+    if name in _ROUNDING:
+        return f"{_fn(dt, _ROUNDING[name])}({a[0]})" if fl else a[0]
+    if name == "add":
+        return f"({a[0]} || {a[1]})" if kind == "b" else f"({a[0]} + {a[1]})"
+    if name == "subtract" and kind != "b":
+        return f"({a[0]} - {a[1]})"
+    if name == "multiply":
+        return f"({a[0]} && {a[1]})" if kind == "b" else f"({a[0]} * {a[1]})"
+    if name == "divide" and fl:
+        return f"({a[0]} / {a[1]})"
+    if name == "reciprocal" and fl:
+        return f"(({t})1 / {a[0]})"
+    if name == "negative" and kind != "b":
+        return f"({t})(0 - {a[0]})" if kind == "u" else f"(-{a[0]})"
+    if name == "square" and kind != "b":
+        return f"({a[0]} * {a[0]})"
+    if name == "abs":
+        if fl:
+            return f"{_fn(dt, 'fabs')}({a[0]})"
+        if kind == "i":
+            return f"({t})({a[0]} < 0 ? 0 - {a[0]} : {a[0]})"
+        return a[0]
+    if name == "sign" and kind != "b":
+        if kind == "u":
+            return f"({t})({a[0]} > 0)"
+        return f"st_sign<{t}>({a[0]})"
+    if name in ("maximum", "minimum", "fmax", "fmin"):
+        if kind == "b":
+            return f"({a[0]} {'||' if name in ('maximum', 'fmax') else '&&'} {a[1]})"
+        fn = {"maximum": "st_max", "minimum": "st_min", "fmax": "st_fmax", "fmin": "st_fmin"}
+        return f"{fn[name]}<{t}>({a[0]}, {a[1]})"
+    if name == "clip" and kind != "b":
+        x = a[0]
+        if params.get("lo") is not None:
+            x = f"st_max<{t}>({x}, {literal(params['lo'], dt)})"
+        if params.get("hi") is not None:
+            x = f"st_min<{t}>({x}, {literal(params['hi'], dt)})"
+        return x
+    if name == "clamp" and kind != "b":
+        return f"st_min<{t}>(st_max<{t}>({a[0]}, {a[1]}), {a[2]})"
+    if name == "where":
+        return f"({a[0]} ? {a[1]} : {a[2]})"
+    if name in ("logical_and", "logical_or", "logical_xor") and kind == "b":
+        op = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}[name]
+        return f"({a[0]} {op} {a[1]})"
+    if name == "logical_not" and kind == "b":
+        return f"(!{a[0]})"
+    if name in ("bitwise_and", "bitwise_or", "bitwise_xor") and kind in "biu":
+        op = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}[name]
+        if kind == "b":
+            op = {"&": "&&", "|": "||", "^": "!="}[op]
+        return f"({t})({a[0]} {op} {a[1]})"
+    if name == "bitwise_invert" and kind in "biu":
+        return f"(!{a[0]})" if kind == "b" else f"({t})(~{a[0]})"
+    if name == "bitwise_left_shift" and kind in "iu":
+        return f"st_lshift<{t}>({a[0]}, {a[1]})"
+    if name == "bitwise_right_shift" and kind in "iu":
+        return f"st_rshift<{t}>({a[0]}, {a[1]})"
+    if name == "floor_divide" and kind in "iuf":
+        return f"st_ffloordiv<{t}>({a[0]}, {a[1]})" if fl else \
+            f"st_ifloordiv<{t}>({a[0]}, {a[1]})"
+    if name == "remainder" and kind in "iuf":
+        return f"st_fremainder<{t}>({a[0]}, {a[1]})" if fl else \
+            f"st_iremainder<{t}>({a[0]}, {a[1]})"
+    if name == "fmod" and kind in "iu":
+        return f"st_ifmod<{t}>({a[0]}, {a[1]})"
+    if name == "pow" and kind in "iu":
+        return f"st_ipow<{t}>({a[0]}, {a[1]})"
+    if name in ("isnan", "isinf", "isfinite"):
+        if fl:
+            return f"std::{name}({a[0]})"
+        return "true" if name == "isfinite" else "false"
+    if name == "signbit" and kind in "biuf":
+        if fl:
+            return f"std::signbit({a[0]})"
+        return f"({a[0]} < 0)" if kind == "i" else "false"
+    if name == "heaviside" and fl:
+        return f"st_heaviside<{t}>({a[0]}, {a[1]})"
+    if name in ("logaddexp", "logaddexp2") and fl:
+        return f"st_{name}<{t}>({a[0]}, {a[1]})"
+    if name == "spacing" and fl:
+        return f"st_spacing<{t}>({a[0]})"
+    if name in ("gcd", "lcm") and kind in "iu":
+        return f"st_{name}<{t}>({a[0]}, {a[1]})"
+    if name == "round":
+        d = int(params.get("decimals", 0))
+        if fl:
+            return f"{_fn(dt, 'nearbyint')}({a[0]})" if d == 0 else f"st_round<{t}>({a[0]}, {d})"
+        if kind in "iu" and d >= 0:
+            return a[0]
+        return None
+    if name == "nan_to_num" and fl:
+        fi = np.finfo(dt)
+        nan = literal(params.get("nan", 0.0) or 0.0, dt)
+        hi = literal(fi.max if params.get("posinf") is None else params["posinf"], dt)
+        lo = literal(fi.min if params.get("neginf") is None else params["neginf"], dt)
+        return f"st_nan_to_num<{t}>({a[0]}, {nan}, {hi}, {lo})"
+    if name in ("conj", "real") and kind in "biuf":
+        return a[0]
+    if name == "imag" and kind in "biuf":
+        return literal(0, out)
+    if name == "stop_gradient":
+        return a[0]
+    if name == "convert_element_type":
+        return _convert(a[0], dt, out)
+    if name == "ldexp" and fl and dts[1].kind in "iub":
+        e = f"(int)std::max<int64_t>(-100000, std::min<int64_t>(100000, (int64_t){a[1]}))"
+        return f"{_fn(dt, 'ldexp')}({a[0]}, {e})"
+    return None
+
+
+def _convert(x, src, dst):
+    src, dst = np.dtype(src), np.dtype(dst)
+    if src == dst:
+        return x
+    if dst.kind == "b":
+        return f"({x} != 0)"
+    if src.kind == "f" and dst.kind in "iu":
+        if dst == np.uint64:
+            return None  # NumPy's out-of-range behaviour is platform-specific; keep NumPy's.
+        if dst.itemsize < 8:
+            # Through int64, as the C cast NumPy uses does on x86-64 (wrapping modulo 2**bits).
+            return f"({ctype(dst)})(int64_t)({x})"
+        return f"({ctype(dst)})({x})"
+    return f"({ctype(dst)})({x})"
+
+
+def render(name, args, in_dtypes, out_dtype, params):
+    """C++ expression for one element of ``name`` or None (unsupported: runs through NumPy)."""
+    dts = [np.dtype(d) for d in in_dtypes]
+    out = np.dtype(out_dtype)
+    if not all(supported_dtype(d) for d in dts) or not supported_dtype(out):
+        return None
+    expr = _render(name, list(args), dts, out, params)
+    if expr is None:
+        return None
+    return expr
+
+
+class CppFormula:
+    """``prim.scalar_formula`` for the cpp backend: ``render(args, in_dtypes, out_dtype,
+    params)``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def render(self, args, in_dtypes, out_dtype, params):
+        return render(self.name, args, in_dtypes, out_dtype, params)
+
+    def __repr__(self):
+        return f"CppFormula({self.name})"
+
+
+FORMULA_PRIMITIVES = (
+    tuple(_FLOAT_CALLS) + tuple(_FLOAT_CALLS2) + tuple(_COMPARE) + tuple(_ROUNDING) + (
+        "add", "subtract", "multiply", "divide", "reciprocal", "negative", "square", "abs",
+        "sign", "maximum", "minimum", "fmax", "fmin", "clip", "clamp", "where", "logical_and",
+        "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+        "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
+        "remainder", "isnan", "isinf", "isfinite", "signbit", "heaviside", "logaddexp",
+        "logaddexp2", "spacing", "gcd", "lcm", "round", "nan_to_num", "conj", "real", "imag",
+        "stop_gradient", "convert_element_type", "ldexp"))
+
+
+def install():
+    """Sets ``scalar_formula`` on every primitive this table covers (those registered now)."""
+    from ...core.primitive import Primitive
+    for name in set(FORMULA_PRIMITIVES):
+        prim = Primitive.registry.get(name)
+        if prim is not None and prim.scalar_formula is None:
+            prim.scalar_formula = CppFormula(name)
+

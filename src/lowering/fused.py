@@ -1,0 +1,75 @@
+"""``fused_kernel``: a group of equations the fusion pass runs as one kernel.
+
+The primitive holds the group as a sub-Program (param ``program``; its invars are the group's
+inputs, its outvars the values used outside the group) and a display ``name``. Its reference
+implementation evaluates the sub-Program, so a fused Program still runs on numpy_ref and under
+every transformation (JVP / vmap rules transform the sub-Program with the shared machinery of the
+control-flow primitives). Backends with native code generation (cpp) render it as one function.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..arrays.array import wrap
+from ..arrays.ops import rules as R
+from ..core.ad_util import Zero
+from ..core.ir import Program, eval_program
+from ..core.primitive import Primitive
+from ..core.trace import EVAL_TRACE, set_current_trace
+
+fused_kernel_p = Primitive("fused_kernel", multiple_results=True, family="lowering")
+
+
+def _impl(*bufs, program, name):
+    args = [wrap(b, v.aval.weak_type) for b, v in zip(bufs, program.invars)]
+    with set_current_trace(EVAL_TRACE):
+        outs = eval_program(program, program.consts, *args)
+    return [np.asarray(o._buf) for o in outs]
+
+
+def _abstract_eval(*avals, program, name):
+    return [v.aval for v in program.outvars]
+
+
+def _weak(*in_weak, program, name):
+    return [v.aval.weak_type for v in program.outvars]
+
+
+def _closed(program):
+    """The sub-Program with its constants hoisted into leading invars (and their values)."""
+    return Program([], [], list(program.constvars) + list(program.invars), program.eqns,
+                   program.outvars), list(program.consts)
+
+
+def _jvp(primals, tangents, *, program, name):
+    from ..transforms.control import programs as P
+    closed, consts = _closed(program)
+    consts = [wrap(np.asarray(c._buf if hasattr(c, "_buf") else c), False) for c in consts]
+    nonzero = [False] * len(consts) + [type(t) is not Zero for t in tangents]
+    jp = P.jvp_program(closed, nonzero)
+    ts = [t for t in tangents if type(t) is not Zero]
+    outs = fused_kernel_p.bind(*consts, *primals, *ts, program=jp, name=name + "_jvp")
+    n = len(program.outvars)
+    return outs[:n], outs[n:]
+
+
+def _batch(args, dims, *, program, name):
+    from ..transforms.control import programs as P
+    closed, consts = _closed(program)
+    consts = [wrap(np.asarray(c._buf if hasattr(c, "_buf") else c), False) for c in consts]
+    size = R.batch_size(args, dims)
+    bp = P.batch_program(closed, [None] * len(consts) + list(dims), size)
+    outs = fused_kernel_p.bind(*consts, *args, program=bp, name=name + "_batched")
+    return outs, [0] * len(outs)
+
+
+fused_kernel_p.impl = _impl
+fused_kernel_p.abstract_eval = _abstract_eval
+fused_kernel_p.weak_type = _weak
+fused_kernel_p.jvp = _jvp
+fused_kernel_p.batch = _batch
+
+
+def fused_eqn_program(eqn):
+    """The sub-Program of a ``fused_kernel`` equation."""
+    return eqn.params["program"]

@@ -1,0 +1,194 @@
+"""``starling.save`` / ``starling.load``: pytrees of arrays in the safetensors format.
+
+File layout (the safetensors specification, written through the ``safetensors`` package's
+``serialize_file`` / read with ``deserialize``): an 8-byte little-endian header length, a JSON
+header mapping each tensor name to ``{"dtype", "shape", "data_offsets"}`` plus a
+``"__metadata__"`` dict of strings, then the raw little-endian data. Other tools (PyTorch's
+``safetensors.torch.load_file``, Hugging Face) read these files directly.
+
+* Tensor names are the leaves' dotted paths: ``{"enc": {"w": x}}`` -> ``"enc.w"``, list items
+  by index (``"layers.0.bias"``); an nn.Module is stored as its ``state_dict()`` (names like
+  PyTorch's, so ``model.load_state_dict(starling.load(path))`` round-trips).
+* Every dtype round-trips bit-exactly, including bfloat16 (``BF16``) and float8
+  (``F8_E4M3`` = ``float8_e4m3fn``, ``F8_E5M2``), which ``safetensors.numpy`` cannot handle.
+* ``__metadata__["starling.tree"]`` records the container structure as JSON (dicts, lists,
+  tuples, NamedTuples importable by name, None, Python scalars), so ``load`` rebuilds it;
+  files without it (written by other tools) load as a flat dict by tensor name.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+
+import numpy as np
+
+from .. import numpy as snp
+from ..arrays.array import Array
+from ..core import dtypes
+from ..core.trace import Tracer
+
+__all__ = ["save", "load"]
+
+_META_KEY = "starling.tree"
+_NAME_TO_CODE = {
+    "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "int64": "I64", "int32": "I32",
+    "int16": "I16", "int8": "I8", "uint64": "U64", "uint32": "U32", "uint16": "U16",
+    "uint8": "U8", "bool": "BOOL", "complex64": "C64",
+}
+_CODE_TO_DTYPE = {
+    "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16,
+    "BF16": dtypes.bfloat16, "F8_E4M3": dtypes.float8_e4m3fn, "F8_E5M2": dtypes.float8_e5m2,
+    "I64": dtypes.int64, "I32": dtypes.int32, "I16": dtypes.int16, "I8": dtypes.int8,
+    "U64": dtypes.uint64, "U32": dtypes.uint32, "U16": dtypes.uint16, "U8": dtypes.uint8,
+    "BOOL": dtypes.bool_, "C64": dtypes.complex64,
+}
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def _encode(node, prefix, tensors):
+    """JSON skeleton of ``node``; array leaves go to ``tensors[name]``."""
+    from .module import Module
+    if isinstance(node, Module):
+        sd = node.state_dict()
+        return {"t": "module", "class": type(node).__qualname__,
+                "c": {k: _encode(v, _join(prefix, k), tensors) for k, v in sd.items()}}
+    if isinstance(node, (Array, Tracer, np.ndarray, np.generic)):
+        if isinstance(node, Tracer):
+            raise TypeError(f"save: {prefix or 'the value'} is a traced value; save concrete "
+                            "arrays outside transformations")
+        name = prefix or "array"
+        if name in tensors:
+            raise ValueError(f"save: two leaves map to the tensor name {name!r}; rename keys "
+                             "(dotted names must be unique)")
+        tensors[name] = np.require(np.asarray(node), requirements="C")
+        return {"t": "array", "name": name}
+    if isinstance(node, dict):
+        keys = list(node.keys())
+        for k in keys:
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise TypeError(f"save: dict keys must be str or int, got {k!r}")
+        return {"t": "dict", "k": [[k, isinstance(k, int)] for k in keys],
+                "c": [_encode(node[k], _join(prefix, str(k)), tensors) for k in keys]}
+    if _is_namedtuple(node):
+        cls = type(node)
+        return {"t": "namedtuple", "class": f"{cls.__module__}:{cls.__qualname__}",
+                "c": [_encode(v, _join(prefix, f), tensors) for f, v in zip(cls._fields, node)]}
+    if isinstance(node, (list, tuple)):
+        return {"t": "list" if isinstance(node, list) else "tuple",
+                "c": [_encode(v, _join(prefix, str(i)), tensors) for i, v in enumerate(node)]}
+    if node is None or isinstance(node, (bool, int, float, str)):
+        return {"t": "scalar", "v": node}
+    raise TypeError(f"save: cannot save a {type(node).__name__} at {prefix or 'the root'} "
+                    "(arrays, dicts, lists, tuples, NamedTuples, modules, None and Python "
+                    "scalars are supported)")
+
+
+def _join(prefix, k):
+    return f"{prefix}.{k}" if prefix else k
+
+
+def save(path, tree) -> None:
+    """Writes a pytree of arrays (or an nn.Module's state dict) to ``path`` (safetensors).
+
+    Args:
+        path: file name (str or os.PathLike); overwritten if it exists.
+        tree: arrays (Starling or NumPy) nested in dicts / lists / tuples / NamedTuples /
+            modules, with None and Python scalars allowed as leaves.
+    Raises:
+        TypeError: unsupported leaves or dtypes (float4), traced values.
+        ValueError: two leaves whose dotted names coincide.
+    """
+    import safetensors
+    tensors = {}
+    skeleton = _encode(tree, "", tensors)
+    specs, keep = {}, []
+    for name, a in tensors.items():
+        dname = np.dtype(a.dtype).name
+        if dname not in _NAME_TO_CODE:
+            raise TypeError(f"save: dtype {dname} of {name!r} has no safetensors code "
+                            f"(supported: {', '.join(_NAME_TO_CODE)})")
+        if a.dtype.byteorder == ">":
+            a = a.byteswap().view(a.dtype.newbyteorder("<"))
+        keep.append(a)
+        if hasattr(safetensors, "TensorSpec"):
+            specs[name] = safetensors.TensorSpec(dtype=dname, shape=list(a.shape),
+                                                 data_ptr=a.ctypes.data, data_len=a.nbytes)
+        else:  # safetensors < 0.6
+            specs[name] = {"dtype": dname, "shape": list(a.shape), "data": a.tobytes()}
+    metadata = {_META_KEY: json.dumps(skeleton), "format": "np"}
+    safetensors.serialize_file(specs, os.fspath(path), metadata=metadata)
+    del keep
+
+
+def _decode(node, arrays):
+    t = node["t"]
+    if t == "array":
+        return arrays[node["name"]]
+    if t == "module":
+        import collections
+        return collections.OrderedDict((k, _decode(v, arrays)) for k, v in node["c"].items())
+    if t == "dict":
+        return {(int(k) if is_int else k): _decode(v, arrays)
+                for (k, is_int), v in zip(node["k"], node["c"])}
+    if t == "list":
+        return [_decode(v, arrays) for v in node["c"]]
+    if t == "tuple":
+        return tuple(_decode(v, arrays) for v in node["c"])
+    if t == "namedtuple":
+        items = [_decode(v, arrays) for v in node["c"]]
+        mod, _, qual = node["class"].partition(":")
+        try:
+            cls = importlib.import_module(mod)
+            for part in qual.split("."):
+                cls = getattr(cls, part)
+            return cls(*items)
+        except (ImportError, AttributeError, TypeError):
+            return tuple(items)
+    if t == "scalar":
+        return node["v"]
+    raise ValueError(f"load: unknown node type {t!r} in the file's tree metadata")
+
+
+def _read_header(raw, path):
+    if len(raw) < 8:
+        raise ValueError(f"load: {path} is not a safetensors file (too short)")
+    n = int.from_bytes(raw[:8], "little")
+    try:
+        return json.loads(raw[8:8 + n].decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise ValueError(f"load: {path} is not a safetensors file (bad header)") from None
+
+
+def load(path):
+    """Reads a file written by ``save`` (or any safetensors file) into Starling Arrays.
+
+    Returns:
+        The saved pytree (an nn.Module comes back as its state dict, an OrderedDict by
+        dotted name); a file without Starling's tree metadata gives ``{name: Array}``.
+    Raises:
+        ValueError: not a safetensors file, or an unknown dtype code.
+    """
+    import safetensors
+    with open(os.fspath(path), "rb") as f:
+        raw = f.read()
+    header = _read_header(raw, path)
+    arrays = {}
+    for name, info in safetensors.deserialize(raw):
+        code = info["dtype"]
+        dt = _CODE_TO_DTYPE.get(code)
+        if dt is None:
+            raise ValueError(f"load: tensor {name!r} has dtype {code}, which Starling does not "
+                             "support")
+        buf = np.frombuffer(bytes(info["data"]), dtype=np.dtype(dt).newbyteorder("<"))
+        buf = buf.astype(dt).reshape(info["shape"])
+        arrays[name] = snp.asarray(buf)
+    meta = header.get("__metadata__") or {}
+    if _META_KEY in meta:
+        return _decode(json.loads(meta[_META_KEY]), arrays)
+    order = sorted(arrays, key=lambda k: header[k]["data_offsets"][0])
+    return {k: arrays[k] for k in order}
