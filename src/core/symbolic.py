@@ -126,6 +126,60 @@ def bounds(e):
     return -_INF, _INF
 
 
+def _denominator(u):
+    """q such that q * u is integer-valued (u: a polynomial with rational coefficients)."""
+    q = 1
+    for term in sympy.Add.make_args(u):
+        c, _ = term.as_coeff_Mul()
+        if c.is_Rational:
+            q = math.lcm(q, int(c.q))
+    return q
+
+
+def _relax(atom, want_lower):
+    """A floor / ceiling / Mod-free expression that bounds ``atom`` from below (or above)."""
+    if isinstance(atom, sympy.floor):
+        u = atom.args[0]
+        return u - sympy.Rational(_denominator(u) - 1, _denominator(u)) if want_lower else u
+    if isinstance(atom, sympy.ceiling):
+        u = atom.args[0]
+        return u if want_lower else u + sympy.Rational(_denominator(u) - 1, _denominator(u))
+    if isinstance(atom, sympy.Mod):
+        a, m = atom.args
+        if m.is_Integer and int(m) > 0:
+            # Mod(a, m) = a - m * floor(a / m)
+            return _relax_terms(a - m * sympy.floor(a / m), want_lower)
+        if bounds(m)[0] >= 1 and bounds(a)[0] >= 0:
+            # 0 <= Mod(a, m) <= m - 1 (m symbolic: the upper bound can cancel against m)
+            return sympy.Integer(0) if want_lower else m - 1
+    return None
+
+
+def _relax_terms(e, want_lower):
+    out = []
+    for term in sympy.Add.make_args(e):
+        c, atom = term.as_coeff_Mul()
+        r = None
+        if isinstance(atom, (sympy.floor, sympy.ceiling, sympy.Mod)):
+            r = _relax(atom, want_lower if c >= 0 else not want_lower)
+        out.append(term if r is None else c * r)
+    return sympy.expand(sympy.Add(*out))
+
+
+def lower_bound(e):
+    """A lower bound of the integer expression ``e``: interval bounds, tightened by replacing
+    floor / ceiling / Mod terms with linear bounds so that correlated terms cancel
+    (``2*floor(b/2 + 1/2) - b >= 0``, ``n - Mod(1, n) >= 1``)."""
+    lo = bounds(e)[0]
+    if e.has(sympy.floor, sympy.ceiling, sympy.Mod):
+        r = _relax_terms(e, True)
+        rlo = bounds(r)[0]
+        if rlo != -_INF:
+            rlo = math.ceil(rlo)  # e is integer-valued
+        lo = max(lo, rlo)
+    return lo
+
+
 # ---- assumptions ------------------------------------------------------------------------------
 
 class Facts:
@@ -174,9 +228,9 @@ class Facts:
 
     def prove_ge(self, e, c) -> bool:
         """True when ``e >= c`` follows from ranges and the ge facts."""
-        if bounds(e)[0] >= c:
+        if lower_bound(e) >= c:
             return True
-        return any(bounds(_expand(e - g))[0] >= c for g in self.ge)
+        return any(lower_bound(_expand(e - g)) >= c for g in self.ge)
 
     def prove_zero(self, e) -> bool:
         if e == 0:

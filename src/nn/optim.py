@@ -269,8 +269,8 @@ def adagrad(lr=1e-2, lr_decay=0.0, weight_decay=0.0, initial_accumulator_value=0
         g = _prep_grads("adagrad", grads, params, weight_decay, maximize)
         s = _tmap(lambda s, g: s + g * g, state.sum, g)
         clr = _lr(lr, state.count)
-        if lr_decay:
-            clr = clr / (snp.astype(state.count, snp.float32) * lr_decay + 1.0)
+        if lr_decay:  # in float64, as torch's Python-float arithmetic
+            clr = clr / (snp.astype(state.count, snp.float64) * lr_decay + 1.0)
         upd = _tmap(lambda g, s: g / (snp.sqrt(s) + eps) * -_s(clr, g.dtype), g, s)
         return _cast_like(upd, grads), AdagradState(state.count + 1, s)
 

@@ -217,6 +217,10 @@ class LBFGS:
         self._dtypes = [x.dtype for x in leaves]
         self._dtype = np.result_type(*[np.dtype(d) for d in self._dtypes])
 
+    @property
+    def params(self):
+        return self._p.current()
+
     def _flat(self, tree):
         return np.concatenate([np.asarray(x, self._dtype).ravel()
                                for x in tree_util.leaves(tree)])

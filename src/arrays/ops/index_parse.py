@@ -331,7 +331,7 @@ def basic_index(x, entries):
                 starts.append(last)
                 limits.append(start + 1)
                 strides.append(-step)
-                if n > 1:
+                if type(n) is not int or n > 1:  # rev of a size-1 dim is a no-op anyway
                     flip.append(len(starts) - 1)
     if not changed and not flip and tuple(limits) == tuple(x.shape) \
             and all(s == 0 for s in starts) \

@@ -702,7 +702,8 @@ def static_slice(x, start_indices, limit_indices, strides=None):
         if all(st == 1 for st in strides):
             strides = None
     _check_slice(tuple(x.shape), start_indices, limit_indices, strides)
-    if strides is None and not any(start_indices) and limit_indices == tuple(x.shape):
+    if strides is None and all(s == 0 for s in start_indices) \
+            and limit_indices == tuple(x.shape):
         return x
     if _eager(x):
         return wrap(_slice_impl(x._buf, start_indices=start_indices, limit_indices=limit_indices,
