@@ -245,6 +245,15 @@ def test_pytree_arguments_kwargs_and_negative_axes(rng):
         f({"a": _rand(rng, 3, 2), "b": _rand(rng, 2)}, z=_rand(rng, 4, 4))
 
 
+def test_int_dims_in_a_spec_are_checked():
+    n = ShapeVar("n")
+    f = starling.compile(lambda x: x.sum(0), dynamic_shapes=ShapesSpec({"x": {0: n, 1: 3}}))
+    f(snp.ones((2, 3)))
+    with pytest.raises(ValueError, match="argument 'x' dim 1 has size 4, but dynamic_shapes "
+                                         "declares it 3"):
+        f(snp.ones((2, 4)))
+
+
 def test_static_arguments_and_dynamic_shapes(rng):
     n = ShapeVar("n")
     f = starling.compile(lambda k, x: snp.roll(x, k, axis=0), static_argnums=0,

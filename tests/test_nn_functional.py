@@ -162,7 +162,7 @@ def test_scaled_dot_product_attention(rng):
                 (q[0, 0], k[0, 0, :4], v[0, 0, :4]), order=1)
 
 
-# ---- losses ------------------------------------------------------------------------------------------
+# ---- losses --------------------------------------------------------------------------------------
 
 def np_log_softmax(x, axis):
     return x - np.log(np.sum(np.exp(x - x.max(axis, keepdims=True)), axis, keepdims=True)) - \

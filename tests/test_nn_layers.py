@@ -28,7 +28,7 @@ def _load_into_torch(torch, tmod, mod):
     return tmod
 
 
-# ---- NumPy references --------------------------------------------------------------------------------
+# ---- NumPy references ----------------------------------------------------------------------------
 
 def np_conv(x, w, b, stride, pad, dil, groups):
     """Direct-loop cross-correlation (N, C, *sp) x (O, C/g, *k); ``pad`` a list of (lo, hi)."""
@@ -80,7 +80,7 @@ def np_pool(x, k, s, p, mode, ceil_mode=False, count_include_pad=True, dil=(1, 1
     return y
 
 
-# ---- Linear / Bilinear / Embedding -------------------------------------------------------------------
+# ---- Linear / Bilinear / Embedding ---------------------------------------------------------------
 
 def test_linear_matches_numpy_and_init_bounds(rng):
     m = nn.Linear(5, 7, key=random.key(1))
@@ -135,7 +135,7 @@ def test_embedding_and_padding_idx_gradient(rng):
     assert nn.trainable_parameters(e) == {}
 
 
-# ---- convolution and pooling -------------------------------------------------------------------------
+# ---- convolution and pooling ---------------------------------------------------------------------
 
 CONV_CASES = [
     dict(stride=1, padding=0, dilation=1, groups=1),
@@ -253,7 +253,7 @@ def test_maxpool_dilation_1d_and_grad(rng):
     np.testing.assert_array_equal(g, ref.astype(np.float32))
 
 
-# ---- normalisation -----------------------------------------------------------------------------------
+# ---- normalisation -------------------------------------------------------------------------------
 
 def test_layernorm_rmsnorm_groupnorm(rng):
     x = rng.standard_normal((2, 3, 4)).astype(np.float32)
@@ -393,7 +393,7 @@ def test_multihead_attention_matches_numpy(rng):
         nn.MultiheadAttention(6, 4, key=0)
 
 
-# ---- against PyTorch -----------------------------------------------------------------------------------
+# ---- against PyTorch -----------------------------------------------------------------------------
 
 def test_layers_match_torch(rng):
     torch = _torch()

@@ -228,3 +228,14 @@ def test_check_grads_catches_a_wrong_rule():
     R.batch_unary_same_axis(bad)
     with pytest.raises(GradCheckError):
         check_grads(lambda x: bad.bind(x), (f64(1.3),), order=1, modes=("fwd",))
+
+
+def test_has_aux_returns_concrete_values():
+    (val, aux), g = st.value_and_grad(lambda x: ((x ** 2).sum(), {"a": x * 2}), has_aux=True)(
+        f64([1.0, 2.0]))
+    assert type(aux["a"]) is st.Array and aux["a"].tolist() == [2.0, 4.0]
+    g2, aux2 = st.vmap(st.grad(lambda x: ((x ** 2).sum(), x * 2), has_aux=True))(
+        f64([[1.0], [3.0]]))
+    assert type(aux2) is st.Array and aux2.tolist() == [[2.0], [6.0]]
+    _, _, aux3 = st.jvp(lambda x: (x * 3, x * 4), (f64(1.0),), (f64(1.0),), has_aux=True)
+    assert type(aux3) is st.Array and float(aux3) == 4.0

@@ -321,14 +321,14 @@ def _describe_vars(expr):
                      for v in vs)
 
 
-def _inconclusive(what, expr):
+def _inconclusive(what, expr, verb="cannot be decided"):
     facts = _facts.get()
     assumed = ""
     if facts.source:
         assumed = "; assumptions: " + ", ".join(
             str(c) if isinstance(c, DimCondition) else str(as_relational(c)) for c in facts.source)
     return InconclusiveDimensionError(
-        f"{what} cannot be decided while tracing with symbolic dimensions "
+        f"{what} {verb} while tracing with symbolic dimensions "
         f"({_describe_vars(expr)}{assumed}). A function compiled once for every size cannot "
         "branch on a symbolic dim in Python: narrow the range with ShapeVar(..., min=, max=), "
         "declare a fact with ShapesSpec(..., assumptions=[...]), or compute with "
@@ -474,10 +474,11 @@ class DimExpr:
 
     # conversions that need a concrete value ------------------------------------------------
     def _concrete(self, what):
-        raise _inconclusive(f"{what} of the symbolic dimension `{self}`", self.expr)
+        raise _inconclusive(f"{what} of the symbolic dimension `{self}`", self.expr,
+                            "is not available")
 
     def __index__(self):
-        self._concrete("a concrete integer (int(), range(), an index)")
+        self._concrete("a concrete integer (for range(), an index, NumPy)")
 
     def __int__(self):
         self._concrete("int()")

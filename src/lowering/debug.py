@@ -91,7 +91,7 @@ class DebugTrace(EvalTrace):
         return out
 
 
-# ---- JSON-safe values -----------------------------------------------------------------------------
+# ---- JSON-safe values ---------------------------------------------------------------------------
 
 def _jsonable(v, depth=0):
     if v is None or isinstance(v, (bool, str)):
@@ -149,7 +149,7 @@ def _describe(buf, weak, with_checksum):
     return d
 
 
-# ---- the mode ---------------------------------------------------------------------------------------
+# ---- the mode -----------------------------------------------------------------------------------
 
 class DebugMode:
     """Records executed primitives while active (``with DebugMode(...) as dm`` or
@@ -307,7 +307,7 @@ def debug_mode(checksums=False, params=True, max_records=None, label=None) -> De
     return DebugMode(checksums=checksums, params=params, max_records=max_records, label=label)
 
 
-# ---- comparing two runs --------------------------------------------------------------------------
+# ---- comparing two runs -------------------------------------------------------------------------
 
 class DebugDiff:
     """The first divergence between two logs (``found`` False when none).

@@ -65,7 +65,7 @@ _DTYPES = {dt.name: dt for dt in dtypes.ALL_DTYPES}
 _DTYPES["float0"] = dtypes.float0
 
 
-# ---- export ---------------------------------------------------------------------------------------
+# ---- export -------------------------------------------------------------------------------------
 
 def export(fun, *args_or_shape_specs, dynamic_shapes=None) -> "Exported":
     """Stages ``fun`` for arguments like ``args_or_shape_specs``, optimises it and returns an
@@ -144,7 +144,7 @@ def _labels(fun, tree):
     return out
 
 
-# ---- the artifact -----------------------------------------------------------------------------
+# ---- the artifact -------------------------------------------------------------------------------
 
 class Exported:
     """A staged, optimised function with its input/output avals and pytree structures.
@@ -187,6 +187,8 @@ class Exported:
             env = self._binder.env_for(ops)
             bound = self._bound.get(env.key)
             if bound is None:
+                if len(self._bound) >= 256:  # many distinct sizes: keep memory bounded
+                    self._bound.clear()
                 bound = self._bound[env.key] = bind_shapes(prog, env)
             prog = bound
         outs = eval_program(prog, prog.consts, *ops)
@@ -242,7 +244,7 @@ def _shape_str(shape):
     return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
-# ---- encoding -------------------------------------------------------------------------------------
+# ---- encoding -----------------------------------------------------------------------------------
 
 class _Leaf:
     pass
@@ -441,7 +443,7 @@ def _dtype_name(dt):
     return dt.name
 
 
-# ---- decoding -------------------------------------------------------------------------------------
+# ---- decoding -----------------------------------------------------------------------------------
 
 class _Decoder:
     def __init__(self, header, data):

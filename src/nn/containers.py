@@ -64,7 +64,9 @@ class _Indexed(Module):
     def __getitem__(self, idx):
         items = self._items()
         if isinstance(idx, slice):
-            return type(self)(*items[idx]) if type(self) is Sequential else type(self)(items[idx])
+            if isinstance(self, Sequential):
+                return type(self)(*items[idx])
+            return type(self)(items[idx])
         try:
             return items[idx]
         except IndexError:

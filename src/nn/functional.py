@@ -11,7 +11,7 @@ import math
 
 from .. import numpy as snp
 from .. import random
-from ..arrays.ops.special import erf, erfc
+from ..arrays.ops.special import erf, erfc  # noqa: F401  (re-exported)
 from ..transforms.custom import custom_jvp
 from .functional_conv import (  # noqa: F401
     avg_pool1d, avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d,
@@ -197,7 +197,7 @@ def _stop(x):
     return stop_gradient(x)
 
 
-# ---- dropout, linear, embedding --------------------------------------------------------------------
+# ---- dropout, linear, embedding ------------------------------------------------------------------
 
 def dropout(x, p=0.5, training=True, *, key=None):
     """Zeroes each element with probability ``p`` and scales the rest by ``1 / (1 - p)``
@@ -261,7 +261,7 @@ def normalize(x, p=2.0, dim=1, eps=1e-12):
     return x / snp.maximum(norm, eps)
 
 
-# ---- normalisation ---------------------------------------------------------------------------------
+# ---- normalisation -------------------------------------------------------------------------------
 
 def _norm_axes(op, x, normalized_shape):
     shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
@@ -325,7 +325,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     return y if bias is None else y + snp.reshape(bias, cs)
 
 
-# ---- attention -------------------------------------------------------------------------------------
+# ---- attention -----------------------------------------------------------------------------------
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False, *,

@@ -125,7 +125,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     return _conv("conv2d", 2, input, weight, bias, stride, padding, dilation, groups)
 
 
-# ---- pooling ---------------------------------------------------------------------------------------
+# ---- pooling -------------------------------------------------------------------------------------
 
 def _pool_setup(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode):
     x = snp.asarray(x)
@@ -190,16 +190,16 @@ def _avg_pool(op, nd, x, kernel_size, stride, padding, ceil_mode, count_include_
         x.dtype, "real floating") else np.float32))
 
 
-def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
-               return_indices=False):
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
     """Max over sliding windows of the last dim: ``(*, L) -> (*, L_out)``; padding is -inf.
     Ties share the gradient equally (PyTorch gives it to one element)."""
     return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)
 
 
-def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,  # noqa: A002
-               return_indices=False):
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
+               ceil_mode=False, return_indices=False):
     """Max over sliding windows of the last two dims: ``(*, H, W) -> (*, H_out, W_out)``;
     ``stride`` defaults to ``kernel_size``; padding (at most half the kernel) is -inf;
     ``ceil_mode`` rounds the output size up (PyTorch's rule). Ties share the gradient.

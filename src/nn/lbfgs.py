@@ -18,7 +18,7 @@ from .. import tree as tree_util
 __all__ = ["lbfgs", "two_loop_np", "strong_wolfe_np"]
 
 
-# ---- pytree <-> flat vector -------------------------------------------------------------------------
+# ---- pytree <-> flat vector ----------------------------------------------------------------------
 
 def ravel(tree):
     """``(vector, unravel)``: the leaves concatenated in their common dtype; ``unravel(v)``
@@ -41,7 +41,7 @@ def ravel(tree):
     return vec, unravel
 
 
-# ---- pure transformation ---------------------------------------------------------------------------
+# ---- pure transformation -------------------------------------------------------------------------
 
 def lbfgs(lr=1.0, history_size=10, maximize=False):
     """Limited-memory BFGS as a pure ``GradientTransformation`` (fixed step ``lr``, no line
@@ -108,7 +108,7 @@ def lbfgs(lr=1.0, history_size=10, maximize=False):
     return GradientTransformation(init, update)
 
 
-# ---- NumPy helpers for the closure-based LBFGS ------------------------------------------------------
+# ---- NumPy helpers for the closure-based LBFGS ---------------------------------------------------
 
 def two_loop_np(g, s_list, y_list, rho_list, h_diag):
     """``-H g`` by Nocedal & Wright Alg. 7.4 (lists oldest first; ``H0 = h_diag I``)."""

@@ -39,7 +39,8 @@ import numpy as np
 
 from .. import tree as tree_util
 from ..arrays.array import Array
-from ..core.trace import EVAL_TRACE, Tracer, current_trace
+from ..core import dtypes
+from ..core.trace import EvalTrace, Tracer, current_trace
 
 __all__ = ["Module", "ModuleMutationError", "StateDictError", "IncompatibleKeys"]
 
@@ -55,16 +56,12 @@ class StateDictError(ValueError):
 
 IncompatibleKeys = collections.namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
-_INTERNAL = frozenset(("training", "_buffer_names", "_frozen_names", "_sealed"))
-
-
 def _is_array(v):
     return isinstance(v, (Array, Tracer))
 
 
 def _is_float_dtype(dt):
     # ml_dtypes floats (bfloat16, float8) are kind 'V' in NumPy; starling's dtypes module knows.
-    from ..core import dtypes
     return dtypes.is_inexact(np.dtype(dt))
 
 
@@ -74,7 +71,7 @@ def _check_mutable(module, what, value=None):
             f"{type(module).__name__}: cannot {what} to a traced value ({value.aval.str_short()}). "
             "Modules are pytrees: inside grad / vmap / compile build a new module with "
             "nn.replace(module, {name: value}) or starling.tree.map and return it.")
-    if current_trace() is not EVAL_TRACE:
+    if not isinstance(current_trace(), EvalTrace):
         raise ModuleMutationError(
             f"{type(module).__name__}: cannot {what} inside a transformed function "
             f"({current_trace()}). Modules are immutable values there: build a new module with "
@@ -407,7 +404,7 @@ class Module(metaclass=_ModuleMeta):
         if col is not None:
             col.record(self, values)
             return
-        if current_trace() is EVAL_TRACE and not any(isinstance(v, Tracer)
+        if isinstance(current_trace(), EvalTrace) and not any(isinstance(v, Tracer)
                                                      for v in values.values()):
             for k, v in values.items():
                 object.__setattr__(self, k, v)

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import numpy as snp
 from .. import tree as tree_util
-from ..core.trace import EVAL_TRACE, current_trace
+from ..core.trace import EvalTrace, current_trace
 from .lbfgs import strong_wolfe_np, two_loop_np
 from .module import Module, ModuleMutationError
 
@@ -31,7 +31,7 @@ def _package():
 
 
 def _check_eager(op):
-    if current_trace() is not EVAL_TRACE:
+    if not isinstance(current_trace(), EvalTrace):
         raise ModuleMutationError(
             f"{op}: stateful optimizers cannot step inside a transformed function; use the pure "
             "pair (e.g. optim.adam(lr).init / .update with optim.apply_updates) there")

@@ -6,11 +6,10 @@ eager write-back of running statistics) and work inside ``grad`` / ``vmap`` / ``
 """
 from __future__ import annotations
 
-import collections
 import functools
 
 from .. import tree as tree_util
-from ..core.trace import EVAL_TRACE, Tracer, current_trace
+from ..core.trace import EvalTrace, Tracer, current_trace
 from .module import Module, ModuleMutationError, _is_array, _is_float_dtype, collecting
 
 __all__ = ["replace", "functional_call", "stateful_call", "trainable_parameters",
@@ -51,7 +50,8 @@ def replace(module, mapping):
 
 
 def trainable_parameters(module, frozen=()):
-    """Ordered dict ``{dotted_name: array}`` of the parameters that get gradients.
+    """Dict ``{dotted_name: array}`` (in state-dict order) of the parameters that get
+    gradients.
 
     Excluded: buffers, non-floating arrays, parameters frozen with ``requires_grad_(False)``,
     and names in ``frozen`` (exact names, or prefixes such as ``"encoder"`` that freeze a whole
@@ -59,7 +59,7 @@ def trainable_parameters(module, frozen=()):
     """
     _check_module("trainable_parameters", module)
     frozen = tuple(frozen)
-    out = collections.OrderedDict()
+    out = {}
     for prefix, m in module.named_modules():
         own_params = m._own()[0]
         for k in own_params:
@@ -142,7 +142,7 @@ def value_and_grad(fn, *, has_aux=False, frozen=(), return_module=False):
     Returns:
         A function ``(module, *args, **kwargs) -> (value, grads)`` (or ``(value, grads,
         new_module)`` with ``return_module``), ``value`` being ``loss`` or ``(loss, aux)`` and
-        ``grads`` an ordered dict ``{dotted_name: gradient}`` with the shapes of the parameters
+        ``grads`` a dict ``{dotted_name: gradient}`` with the shapes of the parameters
         (the input ``optim`` optimizers take).
 
     Running statistics: without ``return_module``, updates made by the forward pass are written
@@ -172,7 +172,7 @@ def value_and_grad(fn, *, has_aux=False, frozen=(), return_module=False):
         if return_module:
             return value, grads, replace(module, updates)
         if updates:
-            if current_trace() is not EVAL_TRACE or any(isinstance(v, Tracer)
+            if not isinstance(current_trace(), EvalTrace) or any(isinstance(v, Tracer)
                                                         for v in updates.values()):
                 raise ModuleMutationError(
                     "nn.value_and_grad: the forward pass updated buffers "

@@ -32,21 +32,32 @@ Semantics:
   ``max=`` / ``assumptions=``, unless the ranges or assumptions decide it (``batch >= 2`` with
   ``min=2`` is simply True). ``==`` is True only when provably equal (as in JAX).
 
-Ops that support symbolic dims (staged once, checked against eager NumPy for several sizes in
-tests/test_dynamic_shapes.py): every elementwise op with broadcasting (equal symbolic dims, or
-against size-1 dims); reductions (sum, prod, max, min, mean, var, std, argmax, argmin, ...
-with any axis and keepdims; mean/var divide by the run-time count via ``dim_value``); matmul,
-dot, tensordot, einsum, outer (``dot_general``); reshape (with -1, or sizes that are products
-of symbolic dims), ravel, transpose / permute_dims / moveaxis / swapaxes, expand_dims, squeeze
-of static size-1 dims, broadcast_to; concatenate / stack (the joined dim becomes a sum);
-basic indexing and slicing with static bounds (``x[1:]``, ``x[:-1]``, ``x[:, 0]``; a bound the
-ranges cannot place inside the dim raises); flip, roll, pad, tile, cumsum, sort; zeros / ones /
-full / arange with symbolic sizes; where, astype; grad, vmap, cond / switch, while_loop,
-fori_loop, scan (over a symbolic leading axis) inside the function. Using a symbolic dim as a
-value (``s / x.shape[0]``) stages a ``dim_value`` equation. Anything that needs a concrete int
-(``int(d)``, ``range(d)``, NumPy on a shape, split into a number of sections that the
-assumptions do not make divide the dim, advanced indexing combined with symbolic slices) raises
-InconclusiveDimensionError naming the dim: never a wrong result.
+Ops that support symbolic dims (staged once and checked against eager NumPy for several sizes
+in tests/test_dynamic_shapes.py):
+
+* elementwise ops with broadcasting (equal symbolic dims, or against size-1 dims), where, astype;
+* reductions with any axes / keepdims: sum, prod, max, min, argmax, argmin, mean, var, std,
+  median / quantile (the run-time count enters through ``dim_value``), cumsum, sort;
+* matmul, dot, tensordot, einsum, outer (``dot_general``, also contracting a symbolic dim);
+* reshape (with -1, or sizes that are products / quotients of symbolic dims the assumptions make
+  exact), ravel, transpose / permute_dims / moveaxis / swapaxes, expand_dims, squeeze of
+  size-1 dims, broadcast_to, flip, roll, pad, tile, repeat;
+* concatenate / stack / split (the joined dim is a sum; split needs divisibility, e.g. from an
+  assumption);
+* basic indexing and slicing with static bounds (``x[1:]``, ``x[:-1]``, ``x[::2]``, ``x[:, 0]``,
+  ``x[-1]``), integer-array indexing / take_along_axis with symbolic index shapes (embedding
+  lookups with a dynamic batch);
+* zeros / ones / full / zeros_like / arange with symbolic sizes; a dim used as a value
+  (``s / x.shape[0]``, ``x * n``) stages a ``dim_value`` equation;
+* grad, vmap, cond / switch, while_loop, fori_loop and scan (also over a symbolic leading axis)
+  inside the function.
+
+Anything that needs a concrete int raises InconclusiveDimensionError (a TypeError) or a
+ValueError naming the dim, never a wrong result: ``int(d)``, ``range(d)``, NumPy on shapes,
+eye / tri / triu of a symbolic size, a slice bound the ranges cannot place inside the dim
+(``x[:5]`` for a dim in [2, 128]), a reshape or split whose divisibility is not implied, a
+negative-step slice that may be empty, advanced indexing mixed with symbolic slices, and
+broadcasting a symbolic dim against a constant other than 1.
 """
 from __future__ import annotations
 
@@ -342,25 +353,24 @@ def substitute_dims(op, label, shape, dims):
             op = op if isinstance(op, str) else f"compile({op._name()})"
             raise ValueError(f"{op}: dynamic_shapes declares dim {ax} of {label}, which has "
                              f"shape {tuple(shape)} (ndim {len(out)})")
+        if type(d) is int and out[ax] != d:
+            op = op if isinstance(op, str) else f"compile({op._name()})"
+            raise ValueError(f"{op}: {label} dim {ax} has size {out[ax]}, but dynamic_shapes "
+                             f"declares it {d}")
         out[ax] = d
     return tuple(out)
 
 
 def symbolic_avals(op, avals, specs):
-    """The avals with declared dims replaced by their symbolic dims (ValueError for bad axes)."""
+    """The avals with declared dims replaced by their symbolic dims (ValueError for bad axes or
+    a mismatching int dim)."""
     out = []
-    for a, spec in zip(avals, specs):
-        if spec is None or spec[1] is None:
+    for a, (label, dims) in zip(avals, specs):
+        if dims is None:
             out.append(a)
             continue
-        label, dims = spec
-        shape = list(a.shape)
-        for ax, d in dims.items():
-            if not -len(shape) <= ax < len(shape):
-                raise ValueError(f"{op}: dynamic_shapes declares dim {ax} of {label}, which has "
-                                 f"shape {tuple(a.shape)} (ndim {len(shape)})")
-            shape[ax] = DimExpr(d.expr) if isinstance(d, ShapeVar) else d
-        out.append(ShapedArray(tuple(shape), a.dtype, a.weak_type))
+        shape = substitute_dims(op, label, a.shape, symbolic_dims(dims))
+        out.append(ShapedArray(shape, a.dtype, a.weak_type))
     return out
 
 
@@ -508,6 +518,8 @@ class PerSizeExecutable:
         key = shape_env.key if isinstance(shape_env, ShapeEnv) else None
         exe = self._by_size.get(key)
         if exe is None:
+            if len(self._by_size) >= 64:
+                self._by_size.clear()
             if self.backend.name not in PerSizeExecutable._logged:
                 PerSizeExecutable._logged.add(self.backend.name)
                 _log.warning("compile: backend %r has no symbolic-shape kernels; a function "

@@ -77,11 +77,20 @@ def jvp(fun, primals, tangents, has_aux=False):
         aux = None
         if has_aux:
             out, aux = _split_aux("jvp", out)
+            aux = _primal_aux(trace, aux)
         o_leaves, o_tree = tree_util.flatten(out)
         pairs = [trace.lift(operand(o, "jvp")) for o in o_leaves]
     p_out = tree_util.unflatten(o_tree, [p for p, _ in pairs])
     t_out = tree_util.unflatten(o_tree, [R.instantiate(t) for _, t in pairs])
     return (p_out, t_out, aux) if has_aux else (p_out, t_out)
+
+
+def _primal_aux(trace, aux):
+    """Auxiliary outputs carry no derivative: their JVP tracers are replaced by the primals."""
+    if aux is None:
+        return None
+    return tree_util.map(
+        lambda a: a.primal if isinstance(a, JVPTracer) and a._trace is trace else a, aux)
 
 
 def _split_aux(op, out):
@@ -100,6 +109,7 @@ def _linearize_flat(flat_fun, primals):
                        for p, t in zip(primals, tan_in)]
             outs, aux = flat_fun(*tracers)
             pairs = [jt.lift(operand(o, "linearize")) for o in outs]
+            aux = _primal_aux(jt, aux)
         primal_out = [p for p, _ in pairs]
         tan_out = [R.instantiate(t) for _, t in pairs]
         prog = pe.to_program(tan_in, tan_out)

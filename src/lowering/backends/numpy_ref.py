@@ -28,6 +28,8 @@ class NumpyRefExecutable:
             key = getattr(shape_env, "key", None) or frozenset(shape_env.items())
             bound = self._bound.get(key)
             if bound is None:
+                if len(self._bound) >= 256:  # many distinct sizes: keep memory bounded
+                    self._bound.clear()
                 bound = self._bound[key] = bind_shapes(prog, shape_env)
             prog = bound
         trace = _debug.active_trace() or EVAL_TRACE
