@@ -10,6 +10,14 @@ settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True
 settings.register_profile("dev", max_examples=100, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
+# One BLAS thread per test process: with pytest-xdist's workers on 2 cores, OpenBLAS's own
+# threads oversubscribe the CPU and small matrix products slow down by orders of magnitude.
+try:
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1)
+except ImportError:  # threadpoolctl comes with scikit-learn; without it, keep the defaults
+    pass
+
 
 @pytest.fixture
 def rng():

@@ -118,3 +118,19 @@ def test_devices():
     assert devs and devs[0].platform == "cpu"
     with pytest.raises(ValueError, match="platform"):
         starling.devices("tpu")
+
+
+def test_read_only_views_cannot_be_made_writable():
+    x = snp.asarray(np.arange(3))
+    a = np.asarray(x)
+    with pytest.raises(ValueError):
+        a.setflags(write=True)
+    assert x.tolist() == [0, 1, 2]
+    t = np.asarray(snp.asarray(np.ones((3, 2))).T)
+    assert not t.flags.writeable
+
+
+def test_round_and_delete_message():
+    assert float(round(snp.asarray(2.6))) == 3.0
+    with pytest.raises(TypeError, match="immutable"):
+        del snp.asarray([1, 2])[0]

@@ -483,3 +483,10 @@ def test_clip_static_bounds_property(x, lo, width):
     got = np.asarray(snp.clip(A(x), float(lo), float(hi)))
     np.testing.assert_array_equal(got, np.minimum(np.maximum(x, np.float32(lo)), hi))
     assert ((got >= np.float32(lo)) & (got <= hi)).all()
+
+
+def test_python_float_with_float8_e5m2_keeps_dtype_eager_and_compiled():
+    import starling
+    x = snp.ones(2, dtype=snp.float8_e5m2)
+    assert (x * 2.0).dtype == snp.float8_e5m2 and (2.0 * x).dtype == snp.float8_e5m2
+    assert starling.compile(lambda v: v * 2.0)(x).dtype == snp.float8_e5m2

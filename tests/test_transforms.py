@@ -239,3 +239,29 @@ def test_has_aux_returns_concrete_values():
     assert type(aux2) is st.Array and aux2.tolist() == [[2.0], [6.0]]
     _, _, aux3 = st.jvp(lambda x: (x * 3, x * 4), (f64(1.0),), (f64(1.0),), has_aux=True)
     assert type(aux3) is st.Array and float(aux3) == 4.0
+
+
+def test_argnums_and_jacrev_errors():
+    with pytest.raises(ValueError, match="more than once"):
+        st.grad(lambda x, y: x * y, argnums=(0, 0))(f64(2.0), f64(3.0))
+    with pytest.raises(TypeError, match="argnums must be an int"):
+        st.grad(lambda x: x, argnums=1.0)(f64(2.0))
+    with pytest.raises(TypeError, match="complex output"):
+        st.jacrev(lambda x: snp.exp(1j * x))(f64([0.5]))
+    np.testing.assert_allclose(np.asarray(st.jacfwd(lambda x: snp.exp(1j * x))(f64([0.5]))),
+                               [[1j * np.exp(0.5j)]])
+
+
+def test_traced_item_and_leaked_concretization():
+    from starling.core.trace import ConcretizationError
+    with pytest.raises(ConcretizationError):
+        st.vmap(lambda x: x.item())(f64([1.0, 2.0]))
+    leaked = []
+    st.grad(lambda x: (leaked.append(x), x * 1.0)[1])(f64(1.0))
+    with pytest.raises(LeakedTracerError):
+        np.asarray(leaked[0])
+
+
+def test_array_of_traced_values_stacks():
+    j = st.jacrev(lambda x: snp.array([x, x ** 2]))(f64(2.0))
+    np.testing.assert_allclose(np.asarray(j), [1.0, 4.0])

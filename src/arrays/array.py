@@ -110,7 +110,8 @@ class Array:
             "Use the functional update x = x.at[idx].set(value) (also .add, .multiply, .min, .max).")
 
     def __delitem__(self, idx):
-        raise TypeError("Starling arrays are immutable: use x.at[idx] or starling.numpy.delete")
+        raise TypeError("Starling arrays are immutable: build a new array instead, e.g. with a "
+                        "boolean mask x[mask] or x.at[idx].set(...)")
 
     def __hash__(self):
         raise TypeError("unhashable type: 'Array' (arrays are not hashable; use .item() or a tuple)")
@@ -122,9 +123,7 @@ class Array:
             return buf.astype(dtype)
         if copy:
             return buf.copy()
-        view = buf.view()
-        view.flags.writeable = False
-        return view
+        return _read_only_view(buf)
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Exports the buffer through DLPack, read-only (DLPack >= 1.0 carries the flag).
@@ -220,6 +219,21 @@ class Array:
     def __reduce__(self):
         # Pickles as NumPy data; unpickling goes through asarray (a fresh, owned buffer).
         return (_rebuild, (np.asarray(self._buf), self._weak))
+
+
+def _read_only_view(buf):
+    """A view of ``buf`` whose memory is reached through a read-only memoryview, so that not
+    even ``setflags(write=True)`` can make it writable. Non-contiguous buffers are copied."""
+    if buf.dtype.itemsize == 0:  # float0 (tangents of integers): no data to protect
+        view = buf.view()
+        view.flags.writeable = False
+        return view
+    if not buf.flags.c_contiguous:
+        out = np.ascontiguousarray(buf)
+        out.flags.writeable = False
+        return out
+    raw = memoryview(buf.reshape(-1).view(np.uint8)).toreadonly()
+    return np.frombuffer(raw, dtype=buf.dtype).reshape(buf.shape)
 
 
 def _dtype_implied_by_repr(buf) -> bool:

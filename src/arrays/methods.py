@@ -91,6 +91,9 @@ def install(snp) -> None:
             cls.T = property(snp._T) if hasattr(snp, "_T") else property(
                 lambda self: snp.permute_dims(self, tuple(range(self.ndim))[::-1]))
             cls.mT = property(snp._mT) if hasattr(snp, "_mT") else property(snp.matrix_transpose)
+        if hasattr(snp, "round"):
+            cls.__round__ = lambda self, ndigits=None: (
+                snp.round(self) if ndigits is None else snp.round(self, decimals=ndigits))
         for prop in ("real", "imag"):
             fn = getattr(snp, prop, None)
             if fn is not None:

@@ -160,6 +160,14 @@ class Tracer:
     def __bool__(self):
         return bool(self.to_concrete())
 
+    def item(self, *args):
+        """The concrete value as a Python scalar (raises ConcretizationError when traced)."""
+        return self.to_concrete().item(*args)
+
+    def tolist(self):
+        """Nested lists of the concrete value (raises ConcretizationError when traced)."""
+        return self.to_concrete().tolist()
+
     def __int__(self):
         return int(self.to_concrete())
 

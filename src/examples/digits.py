@@ -16,6 +16,7 @@ Gaussian noise, Abadi et al., "Deep Learning with Differential Privacy", CCS 201
 from __future__ import annotations
 
 import argparse
+import math
 import time
 
 import numpy as np
@@ -47,7 +48,7 @@ def init_params(key, sizes=(64, HIDDEN, CLASSES)):
     """He-initialised MLP parameters: a list of ``(w (in, out), b (out,))`` float32 pairs."""
     params = []
     for k, (m, n) in zip(sr.split(key, len(sizes) - 1), zip(sizes[:-1], sizes[1:])):
-        params.append((sr.normal(k, (m, n)) * np.sqrt(2.0 / m), snp.zeros((n,))))
+        params.append((sr.normal(k, (m, n)) * math.sqrt(2.0 / m), snp.zeros((n,))))
     return params
 
 
@@ -187,6 +188,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.epochs < 1 or args.batch_size < 1:
         parser.error("--epochs and --batch-size must be positive")
+    if not (args.lr > 0 and args.lr < float("inf")):
+        parser.error(f"--lr must be a positive finite number, got {args.lr}")
 
     data = load_digits(args.seed)
     x_tr, y_tr, x_te, y_te = data

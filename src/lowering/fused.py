@@ -12,7 +12,6 @@ import numpy as np
 
 from ..arrays.array import wrap
 from ..arrays.ops import rules as R
-from ..core.ad_util import Zero
 from ..core.ir import Program, eval_program
 from ..core.primitive import Primitive
 from ..core.trace import EVAL_TRACE, set_current_trace
@@ -42,15 +41,12 @@ def _closed(program):
 
 
 def _jvp(primals, tangents, *, program, name):
-    from ..transforms.control import programs as P
-    closed, consts = _closed(program)
-    consts = [wrap(np.asarray(c._buf if hasattr(c, "_buf") else c), False) for c in consts]
-    nonzero = [False] * len(consts) + [type(t) is not Zero for t in tangents]
-    jp = P.jvp_program(closed, nonzero)
-    ts = [t for t in tangents if type(t) is not Zero]
-    outs = fused_kernel_p.bind(*consts, *primals, *ts, program=jp, name=name + "_jvp")
-    n = len(program.outvars)
-    return outs[:n], outs[n:]
+    # The JVP of a fused group is the JVP of its equations, inlined: the tangent computation
+    # is ordinary (transposable) code that the backend fuses again.
+    from ..transforms.jvp import jvp_flat
+    p_out, t_out = jvp_flat(lambda *xs: eval_program(program, program.consts, *xs),
+                            list(primals), list(tangents))
+    return list(p_out), list(t_out)
 
 
 def _batch(args, dims, *, program, name):

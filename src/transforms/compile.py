@@ -244,7 +244,8 @@ class Compiled:
         name = getattr(self.fun, "__name__", "fun")
         for n in self.donate_argnums:
             if not -len(args) <= n < len(args):
-                continue
+                raise ValueError(f"compile: donate_argnums {n} is out of range for a call of "
+                                 f"{name} with {len(args)} positional arguments")
             for leaf in tree_util.leaves(args[n]):
                 if type(leaf) is Array and id(leaf._buf) not in kept:
                     leaf._buf = _DonatedBuffer(name)

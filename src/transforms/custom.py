@@ -141,13 +141,13 @@ class custom_jvp(_CustomBase):
         return tree_util.unflatten(out_tree[-1], outs)
 
 
-def _fit_tangent(name, t, primal):
+def _fit_tangent(name, t, primal, kind="custom_jvp", what="tangent output"):
     want = tangent_aval(primal.aval)
     if type(t) is Zero:
         return t
     if tuple(t.shape) != tuple(want.shape):
-        raise TypeError(f"custom_jvp {name}: tangent output of shape {tuple(t.shape)} does not "
-                        f"match its primal output shape {tuple(want.shape)}")
+        raise TypeError(f"{kind} {name}: {what} of shape {tuple(t.shape)} does not match its "
+                        f"primal's shape {tuple(want.shape)}")
     return R.to_tangent_dtype(t, primal.aval)
 
 
@@ -209,7 +209,8 @@ class custom_vjp(_CustomBase):
                 if len(ct_leaves) != len(arg_leaves):
                     raise TypeError(f"custom_vjp {name}: bwd output {ct!r:.60} does not match "
                                     "the structure of its argument")
-                flat.extend(_fit_tangent(name, operand(c, name), operand(a, name))
+                flat.extend(_fit_tangent(name, operand(c, name), operand(a, name), "custom_vjp",
+                                         "bwd cotangent")
                             for c, a in zip(ct_leaves, arg_leaves))
             return flat
 

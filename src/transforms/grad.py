@@ -186,7 +186,9 @@ def vjp(fun, *primals, has_aux=False):
 
 
 def _normalize_argnums(op, argnums, nargs):
-    single = isinstance(argnums, int)
+    single = isinstance(argnums, int) and not isinstance(argnums, bool)
+    if not single and not isinstance(argnums, (tuple, list)):
+        raise TypeError(f"{op}: argnums must be an int or a tuple of ints, got {argnums!r}")
     nums = (argnums,) if single else tuple(argnums)
     if not nums:
         raise ValueError(f"{op}: argnums must not be empty")
@@ -198,6 +200,8 @@ def _normalize_argnums(op, argnums, nargs):
             raise ValueError(f"{op}: argnums {n} is out of range for a call with {nargs} "
                              f"positional arguments")
         out.append(n % nargs)
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: argnums {nums} names an argument more than once")
     return single, tuple(out)
 
 
@@ -371,6 +375,12 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
         out, vjp_fn = res[0], res[1]
         o_leaves, o_tree = tree_util.flatten(out)
         o_leaves = _as_operands(o_leaves, "jacrev")
+        for o in o_leaves:
+            if dtypes.is_complex(o.dtype) and not holomorphic:
+                raise TypeError(
+                    f"jacrev: the function has a complex output ({o.dtype}); reverse mode "
+                    "gives only one real Jacobian per real output. Pass holomorphic=True for "
+                    "holomorphic functions of complex inputs, use jacfwd, or use vjp directly.")
         basis, total = _std_basis(o_leaves)
 
         def pull(*cts):

@@ -29,8 +29,8 @@ class JVPTracer(Tracer):
     def to_concrete(self):
         # The primal is a value of the enclosing trace: concrete under plain eval, so Python
         # control flow on primal values works inside jvp / grad (as in JAX).
-        p = self.primal
-        return p.to_concrete()
+        self._trace.check_valid(self)
+        return self.primal.to_concrete()
 
 
 class JVPTrace(Trace):

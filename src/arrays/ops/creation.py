@@ -76,9 +76,20 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         except OverflowError:
             raise OverflowError(f"asarray: Python int {obj} is out of range for {dt}") from None
     if isinstance(obj, (list, tuple)) and _contains_traced(obj):
-        raise TypeError("asarray: nested sequences of traced values are not supported; use "
-                        "starling.numpy.stack")
+        out = _stack_nested(obj)
+        return out if dt is None else convert_element_type(out, dt, False)
     return from_array_like(obj, "asarray", dtype=dt)
+
+
+def _stack_nested(obj):
+    """A nested sequence holding traced values, built by stacking (JAX's ``jnp.array([x, y])``).
+    Python scalars inside adopt the dtype of the traced values (weak promotion)."""
+    from .shape import stack
+    if isinstance(obj, (list, tuple)):
+        if not obj:
+            raise ValueError("asarray: empty nested sequence next to traced values")
+        return stack([_stack_nested(item) for item in obj])
+    return operand(obj, "asarray")
 
 
 def _contains_traced(seq):

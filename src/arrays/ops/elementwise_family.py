@@ -220,7 +220,7 @@ class Elementwise:
                                 broadcast_shapes(name, b1.shape, b2.shape)
                                 raise
                             return wrap(out, False if bool_out else x1._weak)
-                    elif (t2 is float and is_ufunc and b1.dtype.kind in "fc"
+                    elif (t2 is float and is_ufunc and b1.dtype in _NEP50_FLOATS
                           and b1.dtype in allowed):
                         # NumPy 2 treats Python floats as weak (NEP 50), like Starling does.
                         return wrap(impl(b1, x2), False if bool_out else x1._weak)
@@ -231,7 +231,7 @@ class Elementwise:
                 elif (type(x1) in _FAST_SCALARS and type(x2) is Array
                       and current_trace() is EVAL_TRACE):
                     b2 = x2._buf
-                    if (type(x1) is float and is_ufunc and b2.dtype.kind in "fc"
+                    if (type(x1) is float and is_ufunc and b2.dtype in _NEP50_FLOATS
                             and b2.dtype in allowed):
                         return wrap(impl(x1, b2), False if bool_out else x2._weak)
                     if b2.dtype in allowed:
@@ -251,6 +251,10 @@ class Elementwise:
 
 
 _FAST_SCALARS = (int, float)
+# Dtypes for which NumPy's own weak-scalar rule (NEP 50) gives Starling's result dtype for a
+# Python float operand (ml_dtypes floats are excluded: NumPy promotes some of them to float32).
+_NEP50_FLOATS = frozenset((dtypes.float16, dtypes.float32, dtypes.float64, dtypes.complex64,
+                           dtypes.complex128))
 _KEEPS_DTYPE: dict = {}
 
 

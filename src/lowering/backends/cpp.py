@@ -160,25 +160,30 @@ class CppBackend:
         return primitive.impl is not None
 
     def compile(self, program):
+        return self.compile_many([program])[0]
+
+    def compile_many(self, programs):
+        """Executables for several Programs whose kernels are compiled together (one compiler
+        run: what a test suite or an exporter compiling many functions wants)."""
         compiler = cache.find_compiler()
         if compiler is None:
             if not _WARNED_NO_COMPILER:
                 _WARNED_NO_COMPILER.append(True)
                 warnings.warn("starling: no C++ compiler found (install g++ or set STARLING_CXX);"
                               " the cpp backend runs programs through numpy_ref", RuntimeWarning,
-                              stacklevel=3)
-            return NumpyRefExecutable(program)
+                              stacklevel=4)
+            return [NumpyRefExecutable(p) for p in programs]
         policy = CppPolicy()
-        fused = run_pipeline(program, passes=cpp_passes(policy), label="cpp")
+        fused = [run_pipeline(p, passes=cpp_passes(policy), label="cpp") for p in programs]
         try:
-            return _build_executable(fused, policy, compiler)
+            return _build_executables(fused, policy, compiler)
         except (cache.CompileError, CG.NotFusible) as e:
             if os.environ.get("STARLING_CPP_STRICT"):
                 raise
             warnings.warn(f"starling: cpp backend could not compile this program; running it "
                           f"through numpy_ref ({str(e).splitlines()[0]})", RuntimeWarning,
-                          stacklevel=3)
-            return NumpyRefExecutable(program)
+                          stacklevel=4)
+            return [NumpyRefExecutable(p) for p in programs]
 
 
 # ---- building the executable ---------------------------------------------------------------------
@@ -198,35 +203,38 @@ def _collect_kernels(prog, policy, found):
     return found
 
 
-def _build_executable(prog, policy, compiler):
-    subs = _collect_kernels(prog, policy, [])
-    names, sources, kernels = {}, {}, {}
-    for sub in subs:
+def _build_executables(progs, policy, compiler):
+    """Executables for fused Programs ``progs``, all kernels compiled as one shared object."""
+    subs_of = [_collect_kernels(prog, policy, []) for prog in progs]
+    names, sources = {}, {}
+    for sub in (s for subs in subs_of for s in subs):
         entry = policy.rendered.get(id(sub))
         kernel = entry[1] if entry is not None and entry[0] is sub else \
             CG.render_kernel(sub, "__ST_KERNEL__")
         if kernel.source not in sources:
             sources[kernel.source] = f"st_k{len(sources)}"
         names[id(sub)] = (sources[kernel.source], kernel)
-    lib, path = None, None
-    source = None
+    lib, path, source = None, None, None
     if sources:
         body = [src.replace("__ST_KERNEL__", name) for src, name in sources.items()]
         source = F.prelude() + "\n\n".join(body) + "\n"
         libs = ("-lmvec", "-lm") if F.mvec_functions() else ("-lm",)
         lib, path = cache.load(source, compiler=compiler, libs=libs)
-    launchers = {}
-    for sub in subs:
+    launchers, by_sub = {}, {}
+    for sub in (s for subs in subs_of for s in subs):
         name, kernel = names[id(sub)]
         key = (name, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in kernel.out_avals))
         if key not in launchers:
             launchers[key] = cpp_runtime.make_kernel(lib, name, kernel.in_dtypes,
                                                      kernel.out_avals, kernel.work > 1 << 16)
-        names[id(sub)] = launchers[key]
-    sched = _Schedule(names)
-    run, text = sched.function(prog, "run")
-    out_weak = [v.aval.weak_type for v in prog.outvars]
-    return CppExecutable(prog, run, source, text, out_weak, path)
+        by_sub[id(sub)] = launchers[key]
+    exes = []
+    for prog in progs:
+        sched = _Schedule(by_sub)
+        run, text = sched.function(prog, "run")
+        out_weak = [v.aval.weak_type for v in prog.outvars]
+        exes.append(CppExecutable(prog, run, source, text, out_weak, path))
+    return exes
 
 
 class _Schedule:
@@ -237,7 +245,8 @@ class _Schedule:
         self.texts = []
 
     def function(self, prog, fname):
-        ns = {"np": np}
+        # __name__ puts NumPy's floating-point warnings under starling's warning filter.
+        ns = {"np": np, "__name__": "starling.lowering.backends.cpp_schedule"}
         names = {}
         lines = []
         counter = [0]

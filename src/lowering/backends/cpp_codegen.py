@@ -28,7 +28,7 @@ import numpy as np
 
 from . import cpp_formulas as F
 
-PARALLEL_WORK = 1 << 15      # elements x cost units below which a kernel runs on one thread
+PARALLEL_WORK = int(__import__("os").environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 15))
 _MIN_UNITS = 8               # parallel work units wanted when the outer dims are few
 _ACC_BLOCK = 1024            # accumulator array length for column reductions
 _EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
@@ -151,10 +151,9 @@ class _Red:
         if dt.kind == "b":
             return "false" if self.kind == "max" else "true"
         if dt.kind == "f":
-            return f"({'-' if self.kind == 'max' else ''}std::numeric_limits<{self.acc_t}>" \
-                   "::infinity())"
-        lim = "lowest" if self.kind == "max" else "max"
-        return f"std::numeric_limits<{self.acc_t}>::{lim}()"
+            return F.literal(-np.inf if self.kind == "max" else np.inf, dt)
+        info = np.iinfo(dt)
+        return F.literal(info.min if self.kind == "max" else info.max, dt)
 
     def clause(self):
         """OpenMP reduction clauses for the scalar accumulator form."""
@@ -205,7 +204,7 @@ class _Red:
     def final_scalar(self):
         t = F.ctype(self.dt)
         if self.nanflag:
-            return f"({self.name}_nan ? std::numeric_limits<{t}>::quiet_NaN() : ({t}){self.name})"
+            return f"({self.name}_nan ? {F.literal(np.nan, self.dt)} : ({t}){self.name})"
         return f"({t}){self.name}"
 
 

@@ -1,0 +1,386 @@
+"""The cpp backend: compiled (fused C++ kernels) equals eager / numpy_ref.
+
+Generated from the OpInfo registry (one regular and the edge-value samples per op and dtype, all
+compiled as ONE shared object so the whole sweep costs one compiler run), plus programs from
+grad / vmap / switch / while_loop / scan, complex programs, NaN / inf / -0.0 and integer edge
+cases, fallbacks (unsupported dtypes, no compiler). Kernels go to a temporary cache directory.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+
+import numpy as np
+import pytest
+
+import starling as st
+import starling.numpy as snp
+from starling import tree
+from starling.lowering import backends, cache
+from starling.lowering.backends import cpp as cpp_backend
+from starling.lowering.fused import fused_kernel_p
+from starling.lowering.pipeline import run_pipeline
+from starling.transforms.stage import make_ir
+from tests.opinfo import REGISTRY, resolve
+import tests.opinfo.families  # noqa: F401
+
+pytestmark = pytest.mark.skipif(cache.find_compiler() is None, reason="no C++ compiler")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache_dir(tmp_path_factory):
+    old = {k: os.environ.get(k) for k in ("STARLING_CACHE_DIR", "STARLING_CPP_STRICT")}
+    os.environ["STARLING_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
+    os.environ["STARLING_CPP_STRICT"] = "1"
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+def cpp(f, **kw):
+    return st.compile(f, backend="cpp", **kw)
+
+
+def assert_close(got, want, rtol=1e-5, atol=1e-6):
+    got_l, want_l = tree.leaves(got), tree.leaves(want)
+    assert len(got_l) == len(want_l)
+    for g, w in zip(got_l, want_l):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        if g.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w)
+        else:
+            kind = np.complex128 if g.dtype.kind == "c" else np.float64
+            np.testing.assert_allclose(g.astype(kind), w.astype(kind), rtol=rtol, atol=atol,
+                                       equal_nan=True)
+
+
+# ---- generated: every OpInfo ---------------------------------------------------------------------
+
+DTYPES = {"float32", "float64", "int32", "int64", "int8", "uint8", "bool", "complex64",
+          "complex128", "float16"}
+
+
+def _pick_samples(samples):
+    """The largest regular sample and the edge-value ones (NaN / inf / -0.0 / extremes)."""
+    is_edge = [("edge" in s.name or "nan" in s.name.lower()) for s in samples]
+    regular = [s for s, e in zip(samples, is_edge) if not e]
+    edges = [s for s, e in zip(samples, is_edge) if e]
+    size = lambda s: sum(np.size(a) for a in s.args if isinstance(a, np.ndarray))  # noqa: E731
+    out = sorted(regular, key=size)[-1:] + edges[:2]
+    empty = [s for s in regular if 0 < len(s.args) and size(s) == 0]
+    return out + empty[:1]
+
+
+def _cases():
+    rng = np.random.default_rng(0)
+    cases = []
+    for info in REGISTRY:
+        if info.eager_only:
+            continue
+        for dt in info.dtypes:
+            dt = np.dtype(dt)
+            if dt.name not in DTYPES:
+                continue
+            try:
+                samples = info.samples(rng, dt)
+            except Exception:  # noqa: BLE001  (sample builders of other families)
+                continue
+            for s in _pick_samples(samples):
+                if any(isinstance(a, np.ndarray) for a in s.args):
+                    cases.append((info, dt, s))
+    return cases
+
+
+CASES = _cases()
+
+
+def _staged(info, sample):
+    op = resolve(info.name)
+    pos = [i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray)]
+
+    def f(*arrays):
+        args = list(sample.args)
+        for i, a in zip(pos, arrays):
+            args[i] = a
+        return op(*args, **sample.kwargs)
+    arrays = [snp.asarray(sample.args[i]) for i in pos]
+    return f, arrays
+
+
+@pytest.fixture(scope="module")
+def compiled_cases(_cache_dir):
+    """(eager result, compiled result or exception) per case; one compiler run for all."""
+    progs, meta = [], []
+    for info, dt, sample in CASES:
+        f, arrays = _staged(info, sample)
+        try:
+            eager = f(*arrays)
+            prog = run_pipeline(make_ir(f)(*arrays))
+        except Exception:  # noqa: BLE001  (the op rejects this sample: nothing to compare)
+            meta.append(None)
+            continue
+        progs.append(prog)
+        meta.append((eager, prog, arrays))
+    exes = backends.get_backend("cpp").compile_many(progs)
+    by_prog = {id(p): e for p, e in zip(progs, exes)}
+    results = []
+    for m in meta:
+        if m is None:
+            results.append(None)
+            continue
+        eager, prog, arrays = m
+        exe = by_prog[id(prog)]
+        try:
+            got = exe(prog.consts, arrays)
+        except Exception as e:  # noqa: BLE001  (reported by the test)
+            got = e
+        results.append((eager, got, exe))
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("index", range(len(CASES)),
+                         ids=[f"{i.name}-{d.name}-{s.name}" for i, d, s in CASES])
+def test_opinfo_compiled_matches_eager(index, compiled_cases):
+    info, dt, sample = CASES[index]
+    res = compiled_cases[index]
+    if res is None:
+        pytest.skip("the op rejects this sample")
+    eager, got, exe = res
+    if isinstance(got, Exception):
+        raise got
+    rtol, atol = info.tol(dt)
+    if dt.kind in "fc" and dt.itemsize <= 8 and dt != np.float64:
+        rtol = max(rtol, 2e-5)   # vector math (libmvec) is within 4 ulp
+    eager_l = tree.leaves(eager)
+    assert len(got) == len(eager_l)
+    for g, e in zip(got, eager_l):
+        assert g.shape == e.shape and g.dtype == e.dtype, (info.name, sample.name)
+        g, e = np.asarray(g), np.asarray(e)
+        if g.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, e, err_msg=f"{info.name}{sample.name}")
+        else:
+            kind = np.complex128 if g.dtype.kind == "c" else np.float64
+            np.testing.assert_allclose(g.astype(kind), e.astype(kind), rtol=rtol, atol=atol,
+                                       equal_nan=True, err_msg=f"{info.name}{sample.name}")
+
+
+def test_generated_sweep_really_runs_native_kernels(compiled_cases):
+    native = [r for r in compiled_cases if r is not None and not isinstance(r[1], Exception)
+              and isinstance(r[2], cpp_backend.CppExecutable)
+              and any(e.primitive is fused_kernel_p for e in r[2].program.eqns)]
+    assert len(native) > len(CASES) // 3
+
+
+# ---- programs from transformations ---------------------------------------------------------------
+
+def _mlp_loss(params, x, y):
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w + b
+        if i < len(params) - 1:
+            h = snp.maximum(h, 0.0)
+    logp = h - snp.logsumexp(h, axis=-1, keepdims=True)
+    return -snp.sum(logp * y) / x.shape[0]
+
+
+def _mlp_data(sizes=(12, 16, 16, 4), batch=8):
+    rng = np.random.default_rng(0)
+    params = [(snp.asarray((rng.normal(size=(m, n)) / np.sqrt(m)).astype(np.float32)),
+               snp.asarray(rng.normal(size=n).astype(np.float32) * 0.1))
+              for m, n in zip(sizes[:-1], sizes[1:])]
+    x = snp.asarray(rng.normal(size=(batch, sizes[0])).astype(np.float32))
+    y = snp.asarray(np.eye(sizes[-1], dtype=np.float32)[rng.integers(0, sizes[-1], batch)])
+    return params, x, y
+
+
+def test_mlp_training_step_matches_numpy_ref():
+    params, x, y = _mlp_data()
+
+    def step(params, x, y):
+        loss, g = st.value_and_grad(_mlp_loss)(params, x, y)
+        return loss, [(w - 0.1 * gw, b - 0.1 * gb) for (w, b), (gw, gb) in zip(params, g)]
+    assert_close(cpp(step)(params, x, y), st.compile(step, backend="numpy_ref")(params, x, y))
+
+
+def test_vmap_grad_per_example():
+    params, x, y = _mlp_data()
+    f = st.vmap(st.grad(lambda p, xi, yi: _mlp_loss(p, xi[None], yi[None])),
+                in_axes=(None, 0, 0))
+    assert_close(cpp(f)(params, x, y), f(params, x, y))
+
+
+def test_switch_while_scan_and_cond():
+    x = snp.asarray(np.linspace(-1, 1, 7, dtype=np.float32))
+
+    def f(x, i):
+        a = st.switch(i, [lambda v: snp.sin(v) * 2.0, lambda v: snp.exp(v) - 1.0,
+                          lambda v: v * v], x)
+        n, b = st.while_loop(lambda c: c[0] < 5, lambda c: (c[0] + 1, snp.tanh(c[1]) + 0.5),
+                             (0, a))
+        c, ys = st.scan(lambda c, xi: (c + xi * 2.0, snp.sqrt(snp.abs(c))), 0.0, b)
+        d = st.cond(c > 0, lambda v: v + 1.0, lambda v: v - 1.0, b)
+        return n, b, c, ys, d
+    for i in (0, 1, 2, 7):
+        assert_close(cpp(f)(x, i), f(x, i))
+
+
+def test_grad_through_while_and_scan():
+    x = snp.asarray(np.linspace(0.1, 1, 5, dtype=np.float32))
+
+    def loss(x):
+        c, ys = st.scan(lambda c, xi: (c * 0.9 + snp.sin(xi), c * xi), 0.0, x)
+        return c + snp.sum(ys * ys)
+    g = st.grad(loss)
+    assert_close(cpp(g)(x), g(x))
+
+
+# ---- semantics at the edges ----------------------------------------------------------------------
+
+SPECIAL = np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.5, 3e38, -1e-40],
+                   dtype=np.float32)
+
+
+def test_nan_inf_and_signed_zero_through_fused_chains():
+    x = snp.asarray(SPECIAL)
+
+    def f(x):
+        return (snp.maximum(x, 0.0), snp.minimum(x * 2.0, -x), snp.fmax(x, 1.0),
+                snp.where(snp.isnan(x), -1.0, x), snp.exp(x) - snp.log(snp.abs(x)),
+                snp.sign(x), snp.floor_divide(x, 0.5), snp.remainder(x, -1.5),
+                snp.clip(x, -1.0, 1.0), snp.isinf(x) | snp.signbit(x), snp.nan_to_num(x),
+                snp.tanh(x), snp.copysign(1.0, x), x / 0.0)
+    assert_close(cpp(f)(x), f(x))
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod"])
+def test_reductions_with_nan_and_empty(op, axis):
+    fn = getattr(snp, op)
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) - 4
+    a[1, 2] = np.nan
+    for arr in (a, np.zeros((0, 4), np.float32), np.arange(6, dtype=np.int32).reshape(2, 3)):
+        x = snp.asarray(arr)
+        if op in ("max", "min") and arr.size == 0:
+            continue
+        f = lambda x: fn(x * 1, axis=axis)  # noqa: E731
+        assert_close(cpp(f)(x), f(x))
+
+
+def test_large_reductions_are_accurate_and_parallel():
+    rng = np.random.default_rng(1)
+    arr = rng.normal(size=(300, 1000)).astype(np.float32)
+    x = snp.asarray(arr)
+    for f in (lambda x: snp.sum(x * 2.0), lambda x: snp.sum(x, axis=0),
+              lambda x: snp.max(snp.abs(x), axis=1), lambda x: snp.mean(x * x, axis=1)):
+        assert_close(cpp(f)(x), f(x), rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("dt", ["int8", "int32", "int64", "uint8"])
+def test_integer_wraparound_division_by_zero_and_shifts(dt):
+    info = np.iinfo(dt)
+    a = np.array([info.min, info.max, -7 if info.min < 0 else 7, 0, 5, 1], dt)
+    b = np.array([-1 if info.min < 0 else 1, 2, 0, 3, -2 if info.min < 0 else 2, 40], dt)
+    x, y = snp.asarray(a), snp.asarray(b)
+
+    def f(x, y):
+        out = [x + y, x * y, x - y, snp.floor_divide(x, y), snp.remainder(x, y),
+               snp.fmod(x, y), snp.maximum(x, y), x & y, x ^ y, x == y, snp.abs(x)]
+        sh = snp.clip(y, 0, 60) if dt != "uint8" else y
+        out += [snp.left_shift(x, sh), snp.right_shift(x, sh)]
+        return out
+    assert_close(cpp(f)(x, y), f(x, y))
+
+
+def test_mixed_dtype_conversions():
+    a = snp.asarray(np.array([-1.7, 0.5, 2.9, 300.2, -0.0], np.float32))
+
+    def f(a):
+        return (snp.astype(a, snp.int32), snp.astype(a, snp.uint8), snp.astype(a, snp.bool),
+                snp.astype(a > 0, snp.float64), snp.astype(snp.astype(a, snp.int64), snp.float32))
+    assert_close(cpp(f)(a), f(a))
+
+
+def test_complex_programs_are_decomposed_and_match():
+    rng = np.random.default_rng(0)
+    za = (rng.normal(size=(3, 4)) + 1j * rng.normal(size=(3, 4))).astype(np.complex64)
+    zb = (rng.normal(size=(3, 4)) + 1j * rng.normal(size=(3, 4))).astype(np.complex64)
+    za[0, 0] = 0
+    zb[0, 1] = 0
+    a, b = snp.asarray(za), snp.asarray(zb)
+
+    def f(a, b):
+        c = a * b + a / b - snp.conj(a) * 2.0
+        return c, snp.abs(c), snp.real(c) + snp.imag(b), snp.exp(a), a == b, snp.sum(c, axis=1)
+    fn = cpp(f)
+    assert_close(fn(a, b), f(a, b), rtol=1e-5, atol=1e-5)
+    prog = fn.lower(a, b).executable.program
+    # the arithmetic runs in fused real kernels, not as complex NumPy ufuncs
+    assert not [e for e in prog.eqns if e.primitive.name in ("multiply", "divide", "add")]
+    assert any(e.primitive is fused_kernel_p for e in prog.eqns)
+
+
+def test_complex128_and_matmul_stay_correct():
+    rng = np.random.default_rng(2)
+    z = snp.asarray((rng.normal(size=(4, 4)) + 1j * rng.normal(size=(4, 4))))
+
+    def f(z):
+        return (z @ z) * 0.5 + snp.conj(z)
+    assert_close(cpp(f)(z), f(z), rtol=1e-12, atol=1e-12)
+
+
+# ---- structure, fallbacks ------------------------------------------------------------------------
+
+def test_chain_is_one_vectorised_kernel():
+    x = snp.asarray(np.ones(100000, np.float32))
+    low = cpp(lambda x: snp.tanh(x) * 0.5 + snp.exp(-x * x) * x - snp.sin(x) ** 2).lower(x)
+    prog = low.executable.program
+    assert [e.primitive for e in prog.eqns] == [fused_kernel_p]
+    assert low.source.count('extern "C" void st_k') == 1
+    assert "#pragma omp parallel for simd" in low.source
+    assert "tanhf(" in low.source and "expf(" in low.source
+
+
+def test_unsupported_dtype_logs_fallback_once(caplog):
+    cpp_backend._REPORTED.discard("cos")
+    x = snp.asarray(np.ones(4, np.float16))
+    with caplog.at_level(logging.INFO, logger="starling.lowering"):
+        f = cpp(lambda x: snp.cos(x) + 1)
+        assert_close(f(x), snp.cos(x) + 1)
+        assert_close(cpp(lambda x: snp.cos(x) * 2)(x), snp.cos(x) * 2)
+    msgs = [r.getMessage() for r in caplog.records if "runs cos through NumPy" in r.getMessage()]
+    assert msgs == ["starling.lowering: cpp backend runs cos through NumPy"]
+
+
+def test_no_compiler_warns_once_and_runs_numpy_ref(monkeypatch):
+    monkeypatch.setattr(cache, "find_compiler", lambda: None)
+    monkeypatch.setattr(cpp_backend, "_WARNED_NO_COMPILER", [])
+    x = snp.asarray(np.linspace(-1, 1, 5, dtype=np.float32))
+    with pytest.warns(RuntimeWarning, match="no C\\+\\+ compiler"):
+        out = cpp(lambda x: snp.exp(x) * 2.0)(x)
+    assert_close(out, snp.exp(x) * 2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = cpp(lambda x: snp.sin(x) * 2.0)(x)
+    assert_close(out, snp.sin(x) * 2.0)
+
+
+def test_outputs_that_alias_inputs_and_literals():
+    x = snp.asarray(np.arange(3, dtype=np.float32))
+    f = cpp(lambda x: (x, 2.0, x + 1.0))
+    out = f(x)
+    assert_close(out, (x, snp.asarray(2.0), x + 1.0))
+
+
+def test_non_contiguous_and_scalar_buffers():
+    base = snp.asarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    xt = snp.transpose(base)           # an eager transpose is a strided NumPy view
+    f = cpp(lambda x: snp.exp(x) + 1.0)
+    assert_close(f(xt), snp.exp(xt) + 1.0)
+    s = snp.sum(base)                  # a 0-d result (NumPy scalar buffer)
+    assert_close(cpp(lambda s: s * 2.0 + 1.0)(s), s * 2.0 + 1.0)
