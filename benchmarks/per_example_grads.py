@@ -20,7 +20,7 @@ BATCH = 128
 def init(rng):
     params = []
     for m, n in zip(SIZES[:-1], SIZES[1:]):
-        params.append((rng.normal(size=(m, n)).astype(np.float32) / np.sqrt(m),
+        params.append(((rng.normal(size=(m, n)) / np.sqrt(m)).astype(np.float32),
                        np.zeros(n, np.float32)))
     return params
 

@@ -66,36 +66,40 @@ class Access:
 
 
 def _contiguous(acc):
-    return acc.strides == c_strides(acc.shape) or math.prod(acc.shape) <= 1
+    scale = 2 if acc.complex_base else 1
+    return acc.strides == c_strides(acc.shape, scale) or math.prod(acc.shape) <= 1
 
 
 def apply_view(acc, eqn):
-    """The Access of ``eqn`` (a view primitive) applied to ``acc``; raises NotFusible."""
+    """The Access of ``eqn`` (a view primitive) applied to ``acc``; raises NotFusible.
+    Views of an interleaved complex buffer stay complex until ``real`` / ``imag`` picks a part."""
     name, p = eqn.primitive.name, eqn.params
     out_shape = tuple(eqn.outvars[0].aval.shape)
-    if acc.complex_base:
-        if name not in ("real", "imag"):
-            raise NotFusible(f"{name} of a complex buffer")
+    cb = acc.complex_base
+    if name in ("real", "imag"):
+        if not cb:
+            raise NotFusible(f"{name} of a real buffer is not a view")
         real_dt = np.dtype(eqn.outvars[0].aval.dtype)
         return Access(acc.buf, real_dt, acc.shape, acc.strides,
                       acc.offset + (1 if name == "imag" else 0))
     if name == "reshape":
         if not _contiguous(acc):
             raise NotFusible("reshape of a strided view")
-        return Access(acc.buf, acc.dt, out_shape, c_strides(out_shape), acc.offset)
+        return Access(acc.buf, acc.dt, out_shape, c_strides(out_shape, 2 if cb else 1),
+                      acc.offset, cb)
     if name == "squeeze":
         dims = {d % max(len(acc.shape), 1) for d in p["dimensions"]}
         keep = [i for i in range(len(acc.shape)) if i not in dims]
-        return Access(acc.buf, acc.dt, out_shape, [acc.strides[i] for i in keep], acc.offset)
+        return Access(acc.buf, acc.dt, out_shape, [acc.strides[i] for i in keep], acc.offset, cb)
     if name == "transpose":
         perm = p["permutation"]
-        return Access(acc.buf, acc.dt, out_shape, [acc.strides[i] for i in perm], acc.offset)
+        return Access(acc.buf, acc.dt, out_shape, [acc.strides[i] for i in perm], acc.offset, cb)
     if name == "broadcast_in_dim":
         strides = [0] * len(out_shape)
         for i, d in enumerate(p["broadcast_dimensions"]):
             if acc.shape[i] == out_shape[d]:
                 strides[d] = acc.strides[i]
-        return Access(acc.buf, acc.dt, out_shape, strides, acc.offset)
+        return Access(acc.buf, acc.dt, out_shape, strides, acc.offset, cb)
     raise NotFusible(name)
 
 

@@ -237,6 +237,8 @@ class _Decomposer:
             (xr, xi), (yr, yi) = self.split(ins[1]), self.split(ins[2])
             return b.op("where", c, xr, yr), b.op("where", c, xi, yi)
         if name in _VIEWS:
+            if not self._decomposed(ins[0]):
+                return None   # a view of a whole complex value stays one (no split + repack)
             xr, xi = self.split(ins[0])
             return (self._view(name, xr, eqn.params, out),
                     self._view(name, xi, eqn.params, out))
@@ -245,6 +247,10 @@ class _Decomposer:
             return (b.op("reduce_sum", _full(b, xr, ins[0]), **eqn.params),
                     b.op("reduce_sum", _full(b, xi, ins[0]), **eqn.params))
         return None
+
+    def _decomposed(self, v):
+        return isinstance(v, Var) and self.rename.get(v, v) in self.parts and \
+            self.rename.get(v, v) not in self.packed
 
     def _view(self, name, x, params, out):
         if isinstance(x, Literal):
