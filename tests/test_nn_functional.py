@@ -330,3 +330,14 @@ def test_losses_match_torch(rng):
         A(F.scaled_dot_product_attention(S(q), S(k), S(v), is_causal=True)),
         tF.scaled_dot_product_attention(T(q), T(k), T(v), is_causal=True).numpy(), rtol=1e-5,
         atol=1e-6)
+
+
+def test_kinks_and_saturated_probabilities_have_finite_gradients():
+    import starling
+    import starling.numpy as _snp
+    from starling.nn import functional as _F
+    assert float(starling.grad(_F.elu)(0.0)) == 1.0
+    assert float(starling.grad(_F.celu)(0.0)) == 1.0
+    f = lambda a: _F.binary_cross_entropy(_F.sigmoid(a), _snp.asarray([0.0, 1.0, 1.0]))  # noqa
+    g = np.asarray(starling.grad(f)(_snp.asarray([20.0, -120.0, 3.0])))
+    assert np.all(np.isfinite(g)) and g[0] == 0 and g[1] == 0

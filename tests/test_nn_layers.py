@@ -473,3 +473,26 @@ def test_multihead_attention_matches_torch(rng):
                             attn_mask=torch.from_numpy(mask), average_attn_weights=aw)
             np.testing.assert_allclose(A(o), to.detach().numpy(), rtol=1e-4, atol=1e-5)
             np.testing.assert_allclose(A(w), tw.detach().numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_batchnorm_applied_twice_updates_running_stats_twice():
+    from starling import nn as _nn
+    import starling.numpy as _snp
+
+    class Siamese(_nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = _nn.BatchNorm1d(3)
+
+        def forward(self, a, b):
+            return self.bn(a) + self.bn(b)
+
+    rng = np.random.default_rng(0)
+    a = _snp.asarray(rng.normal(size=(4, 3)).astype(np.float32))
+    b = _snp.asarray(rng.normal(size=(4, 3)).astype(np.float32))
+    collected = _nn.value_and_grad(lambda m: _snp.sum(m(a, b)), return_module=True)(Siamese())[-1]
+    eager = Siamese()
+    eager(a, b)
+    assert int(collected.bn.num_batches_tracked) == 2
+    np.testing.assert_array_equal(np.asarray(collected.bn.running_mean),
+                                  np.asarray(eager.bn.running_mean))

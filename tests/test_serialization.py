@@ -131,3 +131,17 @@ def test_errors(tmp_path):
     starling.save(tmp_path / "opt.safetensors", opt.state_dict())
     opt.load_state_dict(starling.load(tmp_path / "opt.safetensors"))
     assert int(opt.state.count) == 0
+
+
+def test_load_never_calls_what_the_file_names(tmp_path):
+    import json
+    import os
+    from safetensors.numpy import save_file
+    marker = tmp_path / "pwned.txt"
+    tree = {"t": "namedtuple", "class": "os:system",
+            "c": [{"t": "scalar", "v": f"echo PWNED > {marker}"}]}
+    path = str(tmp_path / "evil.safetensors")
+    save_file({"x": np.zeros(1, np.float32)}, path, metadata={"starling.tree": json.dumps(tree)})
+    out = starling.load(path)
+    assert not os.path.exists(marker)
+    assert out == (f"echo PWNED > {marker}",)   # rebuilt as a plain tuple

@@ -61,12 +61,12 @@ def leaky_relu(x, negative_slope=0.01):
 
 def elu(x, alpha=1.0):
     """``x`` where ``x > 0`` else ``alpha * (exp(x) - 1)`` (Clevert et al. 2016)."""
-    return snp.where(x > 0, x, snp.expm1(snp.minimum(x, 0.0)) * alpha)
+    return snp.where(x > 0, x, snp.expm1(snp.where(x > 0, 0.0, x)) * alpha)
 
 
 def celu(x, alpha=1.0):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))`` (Barron 2017)."""
-    return snp.where(x > 0, x, snp.expm1(snp.minimum(x, 0.0) / alpha) * alpha)
+    return snp.where(x > 0, x, snp.expm1(snp.where(x > 0, 0.0, x) / alpha) * alpha)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717

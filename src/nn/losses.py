@@ -201,8 +201,12 @@ def binary_cross_entropy(input, target, weight=None, reduction="mean"):  # noqa:
     -100 (PyTorch), so ``p`` in {0, 1} gives finite losses."""
     _check_reduction("binary_cross_entropy", reduction)
     input, target = _pair("binary_cross_entropy", input, target)
-    logp = snp.clip(snp.log(input), -100.0, None)
-    log1mp = snp.clip(snp.log1p(-input), -100.0, None)
+    # Each log is clamped at -100 (PyTorch's convention); the inner where keeps the derivative
+    # finite (zero) where p is exactly 0 or 1 instead of 0 * inf = NaN.
+    pos, below_one = input > 0, input < 1
+    logp = snp.where(pos, snp.clip(snp.log(snp.where(pos, input, 1.0)), -100.0, None), -100.0)
+    log1mp = snp.where(below_one, snp.clip(snp.log1p(-snp.where(below_one, input, 0.0)),
+                                           -100.0, None), -100.0)
     loss = -(target * logp + (1.0 - target) * log1mp)
     if weight is not None:
         loss = loss * weight

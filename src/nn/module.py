@@ -390,6 +390,17 @@ class Module(metaclass=_ModuleMeta):
         return self
 
     # ---- state updates (running statistics) --------------------------------------------------
+    def buffer(self, name):
+        """The current value of buffer ``name``: the latest value recorded by
+        ``update_buffers`` in this collected call (so a module applied twice in one forward
+        pass sees its first update, as eagerly), else the attribute."""
+        col = _COLLECTOR.get()
+        if col is not None:
+            entry = col.by_id.get(id(self))
+            if entry is not None and name in entry[1]:
+                return entry[1][name]
+        return getattr(self, name)
+
     def update_buffers(self, **values):
         """Records new values of buffers (e.g. running statistics) computed in ``forward``.
 

@@ -151,9 +151,9 @@ class _BatchNorm(Module):
             y = y * snp.reshape(self.weight, cs) + snp.reshape(self.bias, cs)
         if self.training and self.track_running_stats:
             from .. import stop_gradient
-            nbt = self.num_batches_tracked + 1
+            nbt = self.buffer("num_batches_tracked") + 1
             m = (1.0 / snp.astype(nbt, snp.float32)) if self.momentum is None else self.momentum
-            rm, rv = self.running_mean, self.running_var
+            rm, rv = self.buffer("running_mean"), self.buffer("running_var")
             bm = stop_gradient(mean).astype(rm.dtype)
             bv = stop_gradient(var * (n / (n - 1))).astype(rv.dtype)
             self.update_buffers(running_mean=rm * (1.0 - m) + bm * m,

@@ -17,7 +17,7 @@ header mapping each tensor name to ``{"dtype", "shape", "data_offsets"}`` plus a
 """
 from __future__ import annotations
 
-import importlib
+import sys
 import json
 import os
 
@@ -141,17 +141,29 @@ def _decode(node, arrays):
         return tuple(_decode(v, arrays) for v in node["c"])
     if t == "namedtuple":
         items = [_decode(v, arrays) for v in node["c"]]
-        mod, _, qual = node["class"].partition(":")
-        try:
-            cls = importlib.import_module(mod)
-            for part in qual.split("."):
-                cls = getattr(cls, part)
-            return cls(*items)
-        except (ImportError, AttributeError, TypeError):
-            return tuple(items)
+        cls = _safe_namedtuple_class(str(node.get("class", "")))
+        return tuple(items) if cls is None else cls(*items)
     if t == "scalar":
         return node["v"]
     raise ValueError(f"load: unknown node type {t!r} in the file's tree metadata")
+
+
+def _safe_namedtuple_class(name):
+    """The NamedTuple class ``module:qualname`` names, only if it is a NamedTuple defined in an
+    already-imported ``starling`` module; None otherwise (the tuple is then rebuilt as a plain
+    tuple). A weights file is data: loading it must never import modules or call anything
+    else that the file names."""
+    mod, _, qual = name.partition(":")
+    if not (mod == "starling" or mod.startswith("starling.")):
+        return None
+    obj = sys.modules.get(mod)
+    for part in qual.split("."):
+        if obj is None or part.startswith("_"):
+            return None
+        obj = getattr(obj, part, None)
+    if isinstance(obj, type) and issubclass(obj, tuple) and hasattr(obj, "_fields"):
+        return obj
+    return None
 
 
 def _read_header(raw, path):
