@@ -265,3 +265,9 @@ def test_traced_item_and_leaked_concretization():
 def test_array_of_traced_values_stacks():
     j = st.jacrev(lambda x: snp.array([x, x ** 2]))(f64(2.0))
     np.testing.assert_allclose(np.asarray(j), [1.0, 4.0])
+
+
+def test_compiled_grad_keeps_eager_weak_type():
+    f = lambda x: x * x  # noqa: E731
+    eager, compiled = st.grad(f)(3.0), st.compile(st.grad(f))(3.0)
+    assert eager.weak_type == compiled.weak_type and float(compiled) == 6.0

@@ -3,7 +3,7 @@
 ``x * 1``, ``1 * x``, ``x / 1``, ``x - 0``, ``x + (-0.0)`` (and ``x + 0`` for integers: for floats
 ``-0.0 + 0.0`` is ``+0.0``, so that one is not an identity), ``negative(negative(x))``, and
 no-op ``convert_element_type`` / ``reshape`` / ``transpose`` / ``broadcast_in_dim``. A rewrite
-only applies when the replacement has the same shape and dtype.
+only applies when the replacement has the same shape, dtype and weak type.
 """
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ def _lit_equals(v, value, negzero=None):
 
 
 def _same_type(a, b):
-    return tuple(a.aval.shape) == tuple(b.aval.shape) and a.aval.dtype == b.aval.dtype
+    # weak_type too: dropping a strong cast of a weak value would change later promotions
+    return (tuple(a.aval.shape) == tuple(b.aval.shape) and a.aval.dtype == b.aval.dtype
+            and a.aval.weak_type == b.aval.weak_type)
 
 
 def _rewrite(eqn, producers):
