@@ -174,6 +174,7 @@ def test_opinfo_compiled_matches_numpy_ref(index, compiled_cases):
                                        equal_nan=True, err_msg=f"{info.name}{sample.name}")
 
 
+@pytest.mark.slow
 def test_generated_sweep_really_runs_native_kernels(compiled_cases):
     native = [r for r in compiled_cases if r is not None and not isinstance(r[1], Exception)
               and isinstance(r[2], cpp_backend.CppExecutable)
@@ -301,12 +302,16 @@ def test_integer_wraparound_division_by_zero_and_shifts(dt):
     assert_close(cpp(f)(x, y), f(x, y))
 
 
-def test_mixed_dtype_conversions():
-    a = snp.asarray(np.array([-1.7, 0.5, 2.9, 300.2, -0.0], np.float32))
+@pytest.mark.parametrize("src", ["float32", "float64"])
+def test_mixed_dtype_conversions(src):
+    # includes out-of-range and NaN values: whatever NumPy's casts give on this machine
+    a = snp.asarray(np.array([-1.7, 0.5, 2.9, 300.2, -0.0, np.nan, 1e10, -1e10, 70000.5],
+                             src))
 
     def f(a):
-        return (snp.astype(a, snp.int32), snp.astype(a, snp.uint8), snp.astype(a, snp.bool),
-                snp.astype(a > 0, snp.float64), snp.astype(snp.astype(a, snp.int64), snp.float32))
+        return [snp.astype(a, dt) for dt in (snp.int8, snp.int16, snp.int32, snp.int64,
+                                             snp.uint8, snp.uint16, snp.uint32, snp.bool)] + [
+            snp.astype(a > 0, snp.float64), snp.astype(snp.astype(a, snp.int64), snp.float32)]
     assert_close(cpp(f)(a), f(a))
 
 
@@ -388,3 +393,73 @@ def test_non_contiguous_and_scalar_buffers():
     assert_close(f(xt), snp.exp(xt) + 1.0)
     s = snp.sum(base)                  # a 0-d result (NumPy scalar buffer)
     assert_close(cpp(lambda s: s * 2.0 + 1.0)(s), s * 2.0 + 1.0)
+
+
+def test_vector_math_library_is_used():
+    from starling.lowering.backends import cpp_formulas
+    if not any(name == "expf" for name, _, _ in cpp_formulas.mvec_functions()):
+        pytest.skip("no libmvec on this machine")
+    x = snp.asarray(np.ones(1 << 12, np.float32))
+    low = cpp(lambda x: snp.exp(x) + snp.sin(x) * snp.tanh(x)).lower(x)
+    with open(low.executable.library_path, "rb") as f:
+        binary = f.read()
+    # the loop calls glibc's vector variants (8 floats per call with AVX2, 4 with SSE)
+    assert b"_ZGV" in binary and b"v_expf" in binary and b"v_sinf" in binary
+
+
+def test_fast_call_path_keeps_semantics():
+    x = snp.asarray(np.arange(4, dtype=np.float32))
+    f = cpp(lambda x, y=2.0: x * y)
+    assert_close(f(x), x * 2.0)
+    assert_close(f(x), x * 2.0)                    # second call: fast path
+    assert_close(f(x, y=3.0), x * 3.0)             # keyword: full path
+    assert_close(f(snp.asarray(np.arange(6, dtype=np.float64))),
+                 snp.asarray(np.arange(6, dtype=np.float64)) * 2.0)   # new signature
+    w = snp.asarray(np.float32(1.5))
+    assert f(x, w).dtype == snp.float32
+    g = st.compile(lambda x: [x + 1.0, (x * 2.0, x)])
+    st.set_default_backend("cpp")
+    try:
+        out1 = g(x)
+        out2 = g(x)
+    finally:
+        st.set_default_backend("numpy_ref")
+    out3 = g(x)                                    # the default backend is part of the key
+    for out in (out1, out2, out3):
+        assert_close(out, [x + 1.0, (x * 2.0, x)])
+    weak = cpp(lambda x: x + 1)(snp.asarray(2.0))
+    assert weak.weak_type == snp.asarray(2.0).weak_type
+
+
+def test_debug_mode_records_kernels():
+    x = snp.asarray(np.arange(6, dtype=np.float32).reshape(2, 3))
+    f = cpp(lambda x: snp.sum(snp.exp(x) * 2.0, axis=1) @ snp.ones(2))
+    ref = f(x)
+    with st.debug_mode(checksums=True) as dm:
+        out = f(x)
+    assert_close(out, ref)
+    names = [r["primitive"] for r in dm.records]
+    assert "fused_kernel" in names and "dot_general" in names
+    assert all(r["source"] == "compiled:cpp" for r in dm.records)
+
+
+@pytest.mark.parametrize("dt", [np.complex64, np.complex128])
+def test_complex_special_values_match_numpy(dt):
+    vals = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -2.0]
+    zs = np.array([complex(a, b) for a in vals for b in vals], dt)
+    a, b = snp.asarray(np.repeat(zs, len(zs))), snp.asarray(np.tile(zs, len(zs)))
+    z = snp.asarray(zs)
+
+    def binary(a, b):
+        return a * b, a / b, a + b, a - b, a == b, a != b
+
+    def unary(z):
+        return (snp.exp(z), snp.abs(z), snp.reciprocal(z), snp.square(z), snp.isnan(z),
+                snp.isinf(z), snp.isfinite(z), snp.conj(z), -z, snp.real(z), snp.imag(z))
+    for f, args in ((binary, (a, b)), (unary, (z,))):
+        got, want = cpp(f)(*args), f(*args)
+        for g, w in zip(got, want):
+            g, w = np.asarray(g), np.asarray(w)
+            assert g.dtype == w.dtype
+            for part in ((np.real, np.imag) if w.dtype.kind == "c" else (lambda x: x,)):
+                np.testing.assert_array_equal(part(g), part(w))

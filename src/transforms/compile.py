@@ -64,7 +64,8 @@ class Lowered:
     generated source for one signature."""
 
     def __init__(self, program, executable, out_tree):
-        self.ir = program
+        # A backend that rewrites the Program further (cpp: fusion) exposes the result.
+        self.ir = getattr(executable, "program", None) or program
         self.executable = executable
         self.out_tree = out_tree
 
@@ -97,6 +98,10 @@ class Compiled:
         self.backend = backend
         self.num_compiles = 0
         self._cache = {}
+        # signature -> (executable, consts, out tree or None for one leaf): the fast call path
+        # for plain Array positional arguments; None when statics / donation / dynamic shapes
+        # need the full path.
+        self._fast = None if (static_argnums or static_argnames or donate_argnums) else {}
         try:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -115,6 +120,8 @@ class Compiled:
     def _set_dynamic_shapes(self, call_site):
         # The spec comes from @dynamic_spec on fun or from dynamic_shapes= (both: ValueError).
         self._spec = _dyn.resolve_spec(self.fun, call_site)
+        if self._spec is not None:
+            self._fast = None
         self.dynamic_shapes = self._spec
         self._leaf_specs = {}
         if self._spec is not None:
@@ -219,9 +226,20 @@ class Compiled:
 
     def clear_cache(self):
         self._cache.clear()
+        if self._fast is not None:
+            self._fast.clear()
 
     def __call__(self, *args, **kwargs):
         trace = current_trace()
+        if trace is EVAL_TRACE and not kwargs and self._fast is not None:
+            # Fast path (cpp helper): plain Array positional args whose signature was seen.
+            sig = [(a._buf.shape, a._buf.dtype, a._weak) for a in args if type(a) is Array]
+            hit = self._fast.get((self.backend or _backends._DEFAULT[0], *sig)) \
+                if len(sig) == len(args) else None
+            if hit is not None:
+                exe, consts, out_tree = hit
+                outs = exe(consts, args)
+                return outs[0] if out_tree is None else tree_util.unflatten(out_tree, outs)
         if trace is not EVAL_TRACE and not isinstance(trace, EvalTrace):
             # Under another transformation: trace through (the outer transformation sees the
             # primitives; an enclosing compile stages them into its own program).
@@ -237,6 +255,11 @@ class Compiled:
             outs = exe(prog.consts, ops)
         if self.donate_argnums:
             self._donate(args, outs)
+        elif (self._fast is not None and not kwargs and trace is EVAL_TRACE and binder is None
+              and all(type(a) is Array for a in args)):
+            single = out_tree.num_leaves == 1 and out_tree.is_leaf()
+            fkey = (key[3], *[(a._buf.shape, a._buf.dtype, a._weak) for a in args])
+            self._fast[fkey] = (exe, prog.consts, None if single else out_tree)
         return tree_util.unflatten(out_tree, outs)
 
     def _donate(self, args, outs):

@@ -31,6 +31,7 @@ from ...arrays.array import wrap
 from ...core.ir import Literal, Program
 from ...core.trace import EVAL_TRACE, set_current_trace
 from .. import cache
+from .. import debug as _debug
 from ..fused import fused_kernel_p
 from ..passes.complex_decompose import complex_decompose
 from ..passes.dce import dce
@@ -44,6 +45,12 @@ from .numpy_ref import NumpyRefExecutable
 
 logger = logging.getLogger("starling.lowering")
 F.install()
+
+# OpenMP threads of our kernels and BLAS's threads share the cores: after a parallel kernel,
+# libgomp's default busy-wait (300000 spins, milliseconds) would steal a core from the next
+# matmul. Spin briefly instead, unless the user chose a policy (read when libgomp loads).
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "2000"
 
 # Primitives whose NumPy implementation IS the intended native path (BLAS, views, or
 # reimplemented below): never reported as fallbacks.
@@ -134,23 +141,56 @@ def cpp_passes(policy):
 
 class CppExecutable:
     """``exe(consts, args) -> list of Arrays``; ``.program`` is the fused Program, ``.source``
-    the generated C++ (``.schedule_source`` the generated Python schedule)."""
+    the generated C++ (``.schedule_source`` the generated Python schedule). The executable runs
+    with the constants it was compiled with (the ``consts`` argument is ignored)."""
 
-    def __init__(self, program, run, source, schedule_source, out_weak, library_path):
+    def __init__(self, program, run, source, schedule_source, out_weak, library_path, steps):
         self.program = program
         self._run = run
         self.source = source
         self.schedule_source = schedule_source
         self._out_weak = out_weak
         self.library_path = library_path
+        self._steps = steps          # (namespace, {callable name: (primitive, params)})
+        self._debug_run = None
 
     def __call__(self, consts, args):
+        if _debug.active() is not None:
+            return self._call_recorded(args)
         outs = self._run(*[a._buf for a in args])
         return [wrap(o, w) for o, w in zip(outs, self._out_weak)]
 
     def run_buffers(self, *bufs):
         """Runs on NumPy buffers; returns a tuple of NumPy buffers."""
         return self._run(*bufs)
+
+    def _call_recorded(self, args):
+        """Under ``starling.debug_mode()``: the same schedule, recording every step (each fused
+        kernel is one record, primitive "fused_kernel" with its group's primitives)."""
+        if self._debug_run is None:
+            ns, meta = self._steps
+            rec = dict(ns)
+            for key, (prim, params) in meta.items():
+                rec[key] = _recording(ns[key], prim, params)
+            self._debug_run = _rebind(self._run, rec)
+        outs = self._debug_run(*[a._buf for a in args])
+        return [wrap(o, w) for o, w in zip(outs, self._out_weak)]
+
+
+def _recording(fn, prim, params):
+    def run(*bufs):
+        out = fn(*bufs)
+        dm = _debug.active()
+        if dm is not None:
+            outs = out if isinstance(out, (tuple, list)) else [out]
+            dm.record(prim, list(bufs), list(outs), params, source="compiled:cpp")
+        return out
+    return run
+
+
+def _rebind(fn, namespace):
+    import types
+    return types.FunctionType(fn.__code__, namespace, fn.__name__)
 
 
 class CppBackend:
@@ -188,7 +228,7 @@ class CppBackend:
 
 # ---- building the executable ---------------------------------------------------------------------
 
-def _collect_kernels(prog, policy, found):
+def _collect_kernels(prog, found):
     """Every fused_kernel sub-Program of ``prog`` (recursively), in order."""
     for eqn in prog.eqns:
         if eqn.primitive is fused_kernel_p:
@@ -196,16 +236,16 @@ def _collect_kernels(prog, policy, found):
             continue
         for p in eqn.params.values():
             if isinstance(p, Program):
-                _collect_kernels(p, policy, found)
+                _collect_kernels(p, found)
             elif isinstance(p, tuple) and p and all(isinstance(q, Program) for q in p):
                 for q in p:
-                    _collect_kernels(q, policy, found)
+                    _collect_kernels(q, found)
     return found
 
 
 def _build_executables(progs, policy, compiler):
     """Executables for fused Programs ``progs``, all kernels compiled as one shared object."""
-    subs_of = [_collect_kernels(prog, policy, []) for prog in progs]
+    subs_of = [_collect_kernels(prog, []) for prog in progs]
     names, sources = {}, {}
     for sub in (s for subs in subs_of for s in subs):
         entry = policy.rendered.get(id(sub))
@@ -218,7 +258,7 @@ def _build_executables(progs, policy, compiler):
     if sources:
         body = [src.replace("__ST_KERNEL__", name) for src, name in sources.items()]
         source = F.prelude() + "\n\n".join(body) + "\n"
-        libs = ("-lmvec", "-lm") if F.mvec_functions() else ("-lm",)
+        libs = (f"-l:{F.mvec_soname()}", "-lm") if F.mvec_functions() else ("-lm",)
         lib, path = cache.load(source, compiler=compiler, libs=libs)
     launchers, by_sub = {}, {}
     for sub in (s for subs in subs_of for s in subs):
@@ -233,8 +273,20 @@ def _build_executables(progs, policy, compiler):
         sched = _Schedule(by_sub)
         run, text = sched.function(prog, "run")
         out_weak = [v.aval.weak_type for v in prog.outvars]
-        exes.append(CppExecutable(prog, run, source, text, out_weak, path))
+        exes.append(CppExecutable(prog, run, source, text, out_weak, path,
+                                  (sched.ns, sched.meta)))
     return exes
+
+
+def _debug_meta(eqn):
+    if eqn.primitive is fused_kernel_p:
+        sub = eqn.params["program"]
+        return "fused_kernel", {"name": eqn.params["name"],
+                                "primitives": [e.primitive.name for e in sub.eqns]}
+    params = {k: v for k, v in eqn.params.items()
+              if not isinstance(v, Program) and not (isinstance(v, tuple) and v
+                                                     and isinstance(v[0], Program))}
+    return eqn.primitive, params
 
 
 class _Schedule:
@@ -243,10 +295,13 @@ class _Schedule:
     def __init__(self, kernels):
         self.kernels = kernels   # id(sub-Program) -> launcher
         self.texts = []
+        self.meta = None         # of the last function: callable name -> (primitive, params)
+        self.ns = None
 
     def function(self, prog, fname):
         # __name__ puts NumPy's floating-point warnings under starling's warning filter.
         ns = {"np": np, "__name__": "starling.lowering.backends.cpp_schedule"}
+        meta = {}
         names = {}
         lines = []
         counter = [0]
@@ -282,7 +337,9 @@ class _Schedule:
             outs = [fresh(v) for v in eqn.outvars]
             target = ", ".join(outs) + ("," if len(outs) == 1 and self._tuple_result(eqn) else "")
             fn = self._callable(eqn)
-            lines.append(f"    {target} = {const(fn, 'F')}({ins})")
+            fname_k = const(fn, "F")
+            meta[fname_k] = _debug_meta(eqn)
+            lines.append(f"    {target} = {fname_k}({ins})")
             dead = [names[v] for v in eqn.invars if not isinstance(v, Literal)
                     and last_use.get(v) == i and v not in keep]
             dead += [names[v] for v in eqn.outvars if v not in last_use and v not in keep]
@@ -293,6 +350,7 @@ class _Schedule:
             f"\n    return ({rets}{',' if len(prog.outvars) == 1 else ''})\n"
         exec(compile(text, f"<starling cpp schedule {fname}>", "exec"), ns)  # noqa: S102
         self.texts.append(text)
+        self.ns, self.meta = ns, meta
         return ns[fname], "\n".join(self.texts)
 
     @staticmethod

@@ -17,18 +17,21 @@ contiguously (so most kernels become one flat loop, or rows x columns with a bia
 * reduction over leading / middle dims (O, R, I): per block of the innermost kept dim, an
   accumulator array updated by a ``simd`` loop for every reduced index (column sums).
 
-OpenMP parallelism is switched on only when the estimated work exceeds ``PARALLEL_WORK`` so tiny
-arrays do not pay for waking threads. float32 sums and products accumulate in double.
+OpenMP parallelism is switched on only when the estimated work (elements x cost units) exceeds
+``PARALLEL_WORK`` (env ``STARLING_CPP_PARALLEL_WORK``, default 2**21, about 1 ms of work):
+waking threads costs microseconds, and mid-size kernels interleaved with BLAS calls (which run
+their own thread pool) are faster on one thread. float32 sums and products accumulate in double.
 """
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from . import cpp_formulas as F
 
-PARALLEL_WORK = int(__import__("os").environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 15))
+PARALLEL_WORK = int(os.environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 21))
 _MIN_UNITS = 8               # parallel work units wanted when the outer dims are few
 _ACC_BLOCK = 1024            # accumulator array length for column reductions
 _EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
@@ -429,7 +432,7 @@ def _emit(b, loop, red_axes, reds, in_dtypes, out_avals):
     e = _Emitter(b, dims, accs, reds, par)
     lines = [f'extern "C" void {b.fname}(void* const* st_args) {{']
     for a in accs:
-        t = F.ctype(a.dt)
+        t = F.ptr_ctype(a.dt)
         const = "const " if a in reads else ""
         lines.append(f"  {const}{t}* __restrict p{a.id} = ({const}{t}*)st_args[{a.buf}];")
     lines += ["  " + x for x in e.emit()]
@@ -455,7 +458,7 @@ class _Emitter:
     def _bases(self, idx, accs):
         out = []
         for a in accs:
-            t = F.ctype(a.dt)
+            t = F.ptr_ctype(a.dt)
             const = "const " if a in self.reads else ""
             out.append(f"{const}{t}* __restrict b{a.id} = p{a.id} + ({self._base(a, idx)});")
         return out
@@ -472,11 +475,15 @@ class _Emitter:
         loads = {}
         for a in self.reads:
             loads["L%d" % a.id] = f"l{a.id}"
-            lines.append(f"const {F.ctype(a.dt)} l{a.id} = {self._elem(a, inner)};")
+            elem = self._elem(a, inner)
+            if a.dt.kind == "b":
+                lines.append(f"const bool l{a.id} = ({elem} != 0);")
+            else:
+                lines.append(f"const {F.ctype(a.dt)} l{a.id} = {elem};")
         for st in self.b.stmts:
             lines.append(st.format(**loads))
         for a, val in self.b.stores:
-            lines.append(f"{self._elem(a, inner)} = {val.format(**loads)};")
+            lines.append(f"{self._elem(a, inner)} = {_stored(a, val.format(**loads))};")
         for r in self.reds:
             x = r.value.format(**loads)
             if red_mode == "array":
@@ -519,7 +526,7 @@ class _Emitter:
         lines = []
         for r in self.reds:
             a = r.out_acc
-            lines.append(f"p{a.id}[{self._base(a, idx)}] = {r.final_scalar()};")
+            lines.append(f"p{a.id}[{self._base(a, idx)}] = {_stored(a, r.final_scalar())};")
         return lines
 
     def _init_reds(self):
@@ -655,8 +662,12 @@ class _Emitter:
             t = F.ctype(r.dt)
             s = self.dims[inner][2][a.id]
             body.append(f"for (int64_t k = k0; k < k1; ++k) p{a.id}[({self._base(a, oidx)})"
-                        f" + k * {s}] = ({t}){r.name}[k - k0];")
+                        f" + k * {s}] = {_stored(a, f'({t}){r.name}[k - k0]')};")
         return lines + ["  " + x for x in body] + ["}"]
+
+
+def _stored(acc, value):
+    return f"(uint8_t)({value})" if acc.dt.kind == "b" else value
 
 
 def module_source(kernels) -> str:

@@ -36,6 +36,13 @@ def ctype(dt) -> str:
     return CTYPES[np.dtype(dt)]
 
 
+def ptr_ctype(dt) -> str:
+    """The C++ element type of a buffer: bool buffers are read and written as uint8_t (GCC
+    does not vectorise loops that load or store C++ bool)."""
+    dt = np.dtype(dt)
+    return "uint8_t" if dt.kind == "b" else CTYPES[dt]
+
+
 def supported_dtype(dt) -> bool:
     return np.dtype(dt) in CTYPES
 
@@ -72,6 +79,12 @@ _MVEC_UNARY = ("acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "cos",
                "erfc", "exp", "exp10", "exp2", "expm1", "log", "log10", "log1p", "log2", "sin",
                "sinh", "tan", "tanh")
 _MVEC_BINARY = ("atan2", "hypot", "pow")
+
+
+def mvec_soname():
+    """The file name of the vector math library to link (found by ldconfig, e.g.
+    "libmvec.so.1"; linked by that name, so no development symlink is needed)."""
+    return ctypes.util.find_library("mvec")
 
 
 @functools.lru_cache(maxsize=None)
@@ -281,6 +294,15 @@ template <class T> ST_INLINE T st_lcm(T a, T b) {
   T bb = (st_traits<T>::is_signed && b < 0) ? (T)(0 - b) : b;
   return (T)((T)(aa / g) * bb);
 }
+// float -> int with x86-64's result for NaN / out of range (the "integer indefinite" value, as
+// NumPy's casts give on this platform), written out so the compiler cannot fold a round trip.
+template <class F> ST_INLINE int32_t st_f2i32(F x) {
+  return (x >= (F)-2147483648.0 && x < (F)2147483648.0) ? (int32_t)x : (int32_t)(-2147483647 - 1);
+}
+template <class F> ST_INLINE int64_t st_f2i64(F x) {
+  return (x >= (F)-9223372036854775808.0 && x < (F)9223372036854775808.0)
+      ? (int64_t)x : (int64_t)(-9223372036854775807LL - 1);
+}
 template <class T> ST_INLINE T st_nan_to_num(T x, T nan, T posinf, T neginf) {
   if (x != x) return nan;
   if (__builtin_isinf(x)) return x > 0 ? posinf : neginf;
@@ -438,7 +460,12 @@ def _render(name, a, dts, out, params):
     if name == "convert_element_type":
         return _convert(a[0], dt, out)
     if name == "ldexp" and fl and dts[1].kind in "iub":
-        e = f"(int)((int64_t){a[1]} < -100000 ? -100000 : ((int64_t){a[1]} > 100000 ? 100000 : (int64_t){a[1]}))"
+        # exponents beyond +-100000 saturate every float: clamp (no int overflow on the cast)
+        e = a[1]
+        if dts[1].kind == "u" or dts[1].kind == "b":
+            e = f"(int)({e} > 100000 ? 100000 : {e})"
+        else:
+            e = f"(int)({e} < -100000 ? -100000 : ({e} > 100000 ? 100000 : {e}))"
         return f"{_fn(dt, 'ldexp')}({a[0]}, {e})"
     return None
 
@@ -449,13 +476,18 @@ def _convert(x, src, dst):
         return x
     if dst.kind == "b":
         return f"({x} != 0)"
+    if src.kind == "b":
+        # a ternary, not a cast: GCC does not vectorise bool -> number conversions
+        return f"({x} ? ({ctype(dst)})1 : ({ctype(dst)})0)"
     if src.kind == "f" and dst.kind in "iu":
-        if dst == np.uint64:
-            return None  # NumPy's out-of-range behaviour is platform-specific; keep NumPy's.
-        if dst.itemsize < 8:
-            # Through int64, as the C cast NumPy uses does on x86-64 (wrapping modulo 2**bits).
-            return f"({ctype(dst)})(int64_t)({x})"
-        return f"({ctype(dst)})({x})"
+        if dst in (np.uint32, np.uint64):
+            return None  # NumPy's out-of-range results come from its own SIMD loops: keep them
+        # The C casts NumPy's loops use, as x86-64 compiles them: int8/16 and uint8/16 through
+        # a 32-bit conversion (NaN / out of range: the "integer indefinite" value, wrapped),
+        # int32 / int64 directly.
+        if dst.itemsize <= 4:
+            return f"({ctype(dst)})st_f2i32({x})"
+        return f"({ctype(dst)})st_f2i64({x})"
     return f"({ctype(dst)})({x})"
 
 

@@ -32,8 +32,83 @@ _SOURCE = r"""
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/mman.h>
 
 typedef void (*st_kernel_fn)(void* const*);
+
+/* A small pool of large output buffers. Outputs >= ST_POOL_MIN bytes are allocated here and
+   returned to the pool when their array dies, so a compiled function called in a loop reuses
+   warm pages instead of paying a fresh mmap + page faults per call (glibc maps blocks this
+   large on every malloc). Protected by the GIL. */
+#define ST_POOL_MIN ((size_t)1 << 20)
+#define ST_POOL_SLOTS 16
+#define ST_POOL_MAX_BYTES ((size_t)1 << 30)
+static struct { size_t size; void* ptr; } st_pool[ST_POOL_SLOTS];
+static int st_npool = 0;
+static size_t st_pool_bytes = 0;
+
+static void* st_pool_get(size_t size) {
+  for (int i = st_npool - 1; i >= 0; --i) {
+    if (st_pool[i].size == size) {
+      void* p = st_pool[i].ptr;
+      st_pool[i] = st_pool[--st_npool];
+      st_pool_bytes -= size;
+      return p;
+    }
+  }
+  void* p = NULL;
+  size_t align = size >= ((size_t)4 << 20) ? ((size_t)2 << 20) : 64;
+  if (posix_memalign(&p, align, size) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+  if (size >= ((size_t)4 << 20)) madvise(p, size, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+static void st_pool_put(void* p, size_t size) {
+  if (st_pool_bytes + size > ST_POOL_MAX_BYTES || size > ST_POOL_MAX_BYTES / 2) {
+    free(p);
+    return;
+  }
+  if (st_npool == ST_POOL_SLOTS) {  /* evict the oldest entry */
+    free(st_pool[0].ptr);
+    st_pool_bytes -= st_pool[0].size;
+    memmove(&st_pool[0], &st_pool[1], sizeof(st_pool[0]) * (ST_POOL_SLOTS - 1));
+    --st_npool;
+  }
+  st_pool[st_npool].size = size;
+  st_pool[st_npool].ptr = p;
+  ++st_npool;
+  st_pool_bytes += size;
+}
+
+static void st_capsule_free(PyObject* cap) {
+  void* p = PyCapsule_GetPointer(cap, "starling.kernel_buffer");
+  size_t size = (size_t)(uintptr_t)PyCapsule_GetContext(cap);
+  if (p) st_pool_put(p, size);
+}
+
+static PyObject* st_new_output(int nd, npy_intp* dims, int type) {
+  PyArray_Descr* d = PyArray_DescrFromType(type);
+  if (!d) return NULL;
+  size_t n = (size_t)PyDataType_ELSIZE(d);
+  for (int i = 0; i < nd; ++i) n *= (size_t)dims[i];
+  if (n < ST_POOL_MIN) {
+    Py_DECREF(d);
+    return PyArray_SimpleNew(nd, dims, type);
+  }
+  void* data = st_pool_get(n);
+  if (!data) { Py_DECREF(d); return PyErr_NoMemory(); }
+  PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, d, nd, dims, NULL, data,
+                                       NPY_ARRAY_CARRAY, NULL);
+  if (!arr) { st_pool_put(data, n); return NULL; }
+  PyObject* cap = PyCapsule_New(data, "starling.kernel_buffer", st_capsule_free);
+  if (!cap) { Py_DECREF(arr); st_pool_put(data, n); return NULL; }
+  PyCapsule_SetContext(cap, (void*)(uintptr_t)n);
+  if (PyArray_SetBaseObject((PyArrayObject*)arr, cap) < 0) { Py_DECREF(arr); return NULL; }
+  return arr;
+}
 #define ST_MAX_ARGS 512
 #define ST_MAX_ND 32
 
@@ -80,7 +155,7 @@ static PyObject* Kernel_call(KernelObject* self, PyObject* args, PyObject* kw) {
   {
     npy_intp* dims = self->out_dims;
     for (int j = 0; j < self->nout; ++j) {
-      PyObject* out = PyArray_SimpleNew(self->out_nd[j], dims, self->out_types[j]);
+      PyObject* out = st_new_output(self->out_nd[j], dims, self->out_types[j]);
       if (!out) { Py_CLEAR(result); goto done; }
       dims += self->out_nd[j];
       ptrs[self->nin + j] = PyArray_DATA((PyArrayObject*)out);
@@ -121,7 +196,8 @@ static PyObject* make_kernel(PyObject* self, PyObject* args) {
   k->release = release;
   k->out_dims = NULL;
   Py_ssize_t total = 0;
-  for (Py_ssize_t i = 0; i < nin; ++i) k->in_types[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(in_types, i));
+  for (Py_ssize_t i = 0; i < nin; ++i)
+    k->in_types[i] = (int)PyLong_AsLong(PyTuple_GET_ITEM(in_types, i));
   for (Py_ssize_t j = 0; j < nout; ++j) {
     PyObject* spec = PyTuple_GET_ITEM(out_specs, j);
     k->out_types[j] = (int)PyLong_AsLong(PyTuple_GET_ITEM(spec, 0));

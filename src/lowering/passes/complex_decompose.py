@@ -153,10 +153,7 @@ class _Decomposer:
             eqn = map_subprograms(eqn, complex_decompose)
             res = None
             if any(_is_complex(v) for v in list(eqn.invars) + list(eqn.outvars)):
-                try:
-                    res = self.rewrite(eqn)
-                except _Skip:
-                    res = None
+                res = self.rewrite(eqn)
             if res is None:
                 ins = [self.whole(v) if not isinstance(v, Literal) and _is_complex(v)
                        else self.rename.get(v, v) if not isinstance(v, Literal) else v
@@ -334,13 +331,18 @@ class _Decomposer:
         e = b.op("exp", xr)
         re = b.op("multiply", e, b.op("cos", xi))
         im = b.op("multiply", e, b.op("sin", xi))
-        # A zero imaginary part stays exact (exp(inf + 0j) is inf + 0j, not inf + nan j).
+        # C99 / NumPy special values: a zero imaginary part stays exact (exp(inf + 0j) is
+        # inf + 0j); with a non-finite imaginary part exp(+inf + iy) is inf + nan j and
+        # exp(-inf + iy) is 0 + 0j.
         real_axis = b.op("equal", xi, b.lit(0, rdt))
-        return b.op("where", real_axis, e, re), b.op("where", real_axis, xi, im)
-
-
-class _Skip(Exception):
-    pass
+        re = b.op("where", real_axis, e, re)
+        im = b.op("where", real_axis, xi, im)
+        bad_im = b.op("logical_not", b.op("isfinite", xi))
+        pos = b.op("logical_and", bad_im, b.op("equal", xr, b.lit(np.inf, rdt)))
+        neg = b.op("logical_and", bad_im, b.op("equal", xr, b.lit(-np.inf, rdt)))
+        re = b.op("where", neg, b.lit(0, rdt), b.op("where", pos, b.lit(np.inf, rdt), re))
+        im = b.op("where", neg, b.lit(0, rdt), b.op("where", pos, b.lit(np.nan, rdt), im))
+        return re, im
 
 
 def _as_var(b, x, out):

@@ -83,7 +83,7 @@ class _Group:
 def fusion(prog: Program, policy: FusionPolicy | None = None) -> Program:
     """Groups fusible equations of ``prog`` (and of its control-flow sub-Programs)."""
     policy = policy or FusionPolicy()
-    prog = inline_fused(prog)
+    prog = fold_transposes(inline_fused(prog))
     return _Fuser(prog, policy).run()
 
 
@@ -324,6 +324,52 @@ def _topological(eqns, ins):
             raise AssertionError("fusion: a group reads a value it never receives")
         pending = rest
     return out
+
+
+def fold_transposes(prog: Program) -> Program:
+    """``transpose(dot_general(a, b))`` that swaps the two free-dim groups becomes
+    ``dot_general(b, a)`` (when the product has no other use), so no strided copy is needed:
+    gradients of matmuls produce this pattern for every weight."""
+    uses = {}
+    for eqn in prog.eqns:
+        for v in eqn.invars:
+            if isinstance(v, Var):
+                uses[v] = uses.get(v, 0) + 1
+    for v in prog.outvars:
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + 2
+    producer = {}
+    for i, eqn in enumerate(prog.eqns):
+        for v in eqn.outvars:
+            producer[v] = i
+    eqns = list(prog.eqns)
+    changed = False
+    for i, eqn in enumerate(prog.eqns):
+        if eqn.primitive.name != "transpose" or not isinstance(eqn.invars[0], Var):
+            continue
+        src = eqn.invars[0]
+        j = producer.get(src)
+        if j is None or uses.get(src) != 1:
+            continue
+        dot = eqns[j]
+        if dot is None or dot.primitive.name != "dot_general":
+            continue
+        (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
+        lhs, rhs = dot.invars
+        nb = len(lb)
+        nlf = len(lhs.aval.shape) - len(lc) - nb
+        nrf = len(rhs.aval.shape) - len(rc) - nb
+        swap = tuple(range(nb)) + tuple(range(nb + nlf, nb + nlf + nrf)) + \
+            tuple(range(nb, nb + nlf))
+        if tuple(eqn.params["permutation"]) != swap:
+            continue
+        params = dict(dot.params, dimension_numbers=((rc, lc), (rb, lb)))
+        eqns[j] = None
+        eqns[i] = Equation(dot.primitive, [rhs, lhs], eqn.outvars, params)
+        changed = True
+    if not changed:
+        return prog
+    return with_eqns(prog, [e for e in eqns if e is not None])
 
 
 def inline_fused(prog: Program) -> Program:

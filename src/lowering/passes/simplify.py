@@ -1,6 +1,6 @@
 """Algebraic simplification: identities that are exact in IEEE arithmetic.
 
-``x * 1``, ``1 * x``, ``x / 1``, ``x - 0``, ``x + (-0.0)`` (and ``x + 0`` for integers: for floats
+``x * 1``, ``1 * x``, ``x / 1`` (real dtypes only: for complex a NaN/inf part spreads), ``x - 0``, ``x + (-0.0)`` (and ``x + 0`` for integers: for floats
 ``-0.0 + 0.0`` is ``+0.0``, so that one is not an identity), ``negative(negative(x))``, and
 no-op ``convert_element_type`` / ``reshape`` / ``transpose`` / ``broadcast_in_dim``. A rewrite
 only applies when the replacement has the same shape, dtype and weak type.
@@ -35,12 +35,14 @@ def _rewrite(eqn, producers):
     out = eqn.outvars[0] if eqn.outvars else None
     ins = eqn.invars
     cand = None
-    if name == "multiply":
+    real = out is not None and out.aval.dtype.kind != "c"
+    # For complex values x * (1+0j) is not x when a part is inf/nan ((nan+1j)*(1+0j) is nan+nanj)
+    if name == "multiply" and real:
         if _lit_equals(ins[1], 1):
             cand = ins[0]
         elif _lit_equals(ins[0], 1):
             cand = ins[1]
-    elif name == "divide" and _lit_equals(ins[1], 1):
+    elif name == "divide" and real and _lit_equals(ins[1], 1):
         cand = ins[0]
     elif name == "subtract" and _lit_equals(ins[1], 0, negzero=False):
         cand = ins[0]
