@@ -179,38 +179,33 @@ def _eager_filled(shape, dtype, value):
     return None
 
 
+def _constant_array(op, shape, dtype, device, value):
+    """zeros / ones / empty: the eager fast path, else the checked, traceable path."""
+    if device is None:
+        out = _eager_filled(shape, dtype, value)
+        if out is not None:
+            return out
+    check_device(device, op)
+    return _filled(op, _shape(op, shape), _dtype(dtype), value)
+
+
 def zeros(shape, dtype=None, *, device=None):
     """Array of zeros of shape ``shape`` (int or tuple) and ``dtype`` (default float32).
 
     Raises:
         ValueError: a negative dim. TypeError: a non-integer dim or an unknown dtype.
     """
-    if device is None:
-        out = _eager_filled(shape, dtype, 0)
-        if out is not None:
-            return out
-    check_device(device, "zeros")
-    return _filled("zeros", _shape("zeros", shape), _dtype(dtype), 0)
+    return _constant_array("zeros", shape, dtype, device, 0)
 
 
 def ones(shape, dtype=None, *, device=None):
     """Array of ones of shape ``shape`` and ``dtype`` (default float32)."""
-    if device is None:
-        out = _eager_filled(shape, dtype, 1)
-        if out is not None:
-            return out
-    check_device(device, "ones")
-    return _filled("ones", _shape("ones", shape), _dtype(dtype), 1)
+    return _constant_array("ones", shape, dtype, device, 1)
 
 
 def empty(shape, dtype=None, *, device=None):
     """Same as ``zeros``: Starling has no uninitialised memory (documented choice)."""
-    if device is None:
-        out = _eager_filled(shape, dtype, 0)
-        if out is not None:
-            return out
-    check_device(device, "empty")
-    return _filled("empty", _shape("empty", shape), _dtype(dtype), 0)
+    return _constant_array("empty", shape, dtype, device, 0)
 
 
 _PY_SCALARS = (bool, int, float, complex)
