@@ -281,3 +281,16 @@ def test_training_determinism():
     assert l1.tobytes() == l2.tobytes() and w1.tobytes() == w2.tobytes()
     l3, _ = _train_once(4)
     assert l3.tobytes() != l1.tobytes()
+
+
+def test_sequential_keeps_child_names_on_append_and_slice():
+    import collections
+    from starling import nn as _nn
+    import starling.random as _sr
+    s = _nn.Sequential(collections.OrderedDict(fc=_nn.Linear(2, 2, key=_sr.key(0)),
+                                               act=_nn.ReLU()))
+    s.append(_nn.Linear(2, 1, key=_sr.key(1)))
+    assert list(s.state_dict()) == ["fc.weight", "fc.bias", "2.weight", "2.bias"]
+    assert list(s[1:].state_dict()) == ["2.weight", "2.bias"]
+    with pytest.raises(KeyError, match="training"):
+        _nn.Sequential(collections.OrderedDict(training=_nn.ReLU()))

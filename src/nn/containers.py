@@ -37,6 +37,17 @@ def takes_key(module) -> bool:
     return r
 
 
+def _check_child_name(owner, key):
+    """Child names must be non-empty strings that do not shadow attributes (PyTorch's rule)."""
+    if not isinstance(key, str):
+        raise TypeError(f"{type(owner).__name__}: child names must be strings, got "
+                        f"{type(key).__name__}")
+    if (hasattr(type(owner), key) or key in ("training",) or key.startswith("_")
+            or "." in key or key == ""):
+        raise KeyError(f"{type(owner).__name__}: child name {key!r} is not allowed (it would "
+                       "shadow an attribute, starts with '_', is empty or contains '.')")
+
+
 class _Indexed(Module):
     """Shared list behaviour: children stored as attributes "0", "1", ..."""
 
@@ -113,11 +124,26 @@ class Sequential(_Indexed):
         super().__init__()
         if len(modules) == 1 and isinstance(modules[0], (dict, collections.OrderedDict)):
             for name, m in modules[0].items():
+                _check_child_name(self, name)
                 if not isinstance(m, Module):
                     raise TypeError(f"Sequential: {name!r} is a {type(m).__name__}, not a Module")
-                object.__setattr__(self, str(name), m)
+                object.__setattr__(self, name, m)
         else:
             self._reset(list(modules))
+
+    def __getitem__(self, idx):
+        # Slices keep the children's names (PyTorch's Sequential), so state-dict keys survive.
+        if isinstance(idx, slice):
+            return type(self)(collections.OrderedDict(list(self.named_children())[idx]))
+        return super().__getitem__(idx)
+
+    def append(self, module):
+        """Adds ``module`` at the end under the name ``str(len(self))`` (others keep theirs)."""
+        self._mutate("append")
+        if not isinstance(module, Module):
+            raise TypeError(f"Sequential: {type(module).__name__} is not a Module")
+        object.__setattr__(self, str(len(self)), module)
+        return self
 
     def forward(self, x, *, key=None):
         children = self._items()
@@ -150,12 +176,7 @@ class ModuleDict(Module):
                 self[k] = m
 
     def _check_key(self, key):
-        if not isinstance(key, str):
-            raise TypeError(f"ModuleDict: keys must be strings, got {type(key).__name__}")
-        if (hasattr(type(self), key) or key in ("training",) or key.startswith("_")
-                or "." in key or key == ""):
-            raise KeyError(f"ModuleDict: key {key!r} is not allowed (it would shadow an "
-                           "attribute, starts with '_', is empty or contains '.')")
+        _check_child_name(self, key)
 
     def __setitem__(self, key, module):
         self._check_key(key)
