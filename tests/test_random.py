@@ -496,13 +496,16 @@ def test_bernoulli_rate_and_edges():
     assert not np.asarray(sr.bernoulli(sr.key(11), 0.0, (1000,))).any()
     assert np.asarray(sr.bernoulli(sr.key(11), 1.0, (1000,))).all()
     p = snp.asarray(np.array([0.0, 0.5, 1.0, -1.0, 2.0, np.nan], np.float32))
-    out = np.asarray(sr.bernoulli(sr.key(12), p, (4000, 6)))
+    with pytest.raises(ValueError, match=r"bernoulli: p must be in \[0, 1\]"):
+        sr.bernoulli(sr.key(12), p, (4000, 6))          # concrete p is checked eagerly
+    # traced p cannot be checked: the documented clamping applies
+    out = np.asarray(starling.compile(lambda q: sr.bernoulli(sr.key(12), q, (4000, 6)))(p))
     assert out.shape == (4000, 6)
     np.testing.assert_array_equal(out[:, [0, 3, 5]], False)
     np.testing.assert_array_equal(out[:, [2, 4]], True)
     assert abs(out[:, 1].mean() - 0.5) < 0.04
     assert sr.bernoulli(sr.key(0)).shape == ()
-    assert sr.bernoulli(sr.key(0), p).shape == (6,)
+    assert sr.bernoulli(sr.key(0), snp.full((6,), 0.5)).shape == (6,)
 
 
 def test_bernoulli_errors():

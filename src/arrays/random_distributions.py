@@ -115,6 +115,20 @@ def _check_fits(op, shape, *operands):
                              f"requested shape {tuple(shape)}")
 
 
+def _check_concrete(op, ok, what, *values):
+    """Validates array-valued parameters when they are concrete (eager); traced ones cannot be
+    checked and follow the documented behaviour. Raises ValueError naming the op."""
+    from ..core.trace import Tracer
+    if any(isinstance(v, Tracer) for v in values):
+        return
+    arrs = [np.asarray(v, dtype=np.float64) if not hasattr(v, "dtype") or
+            np.asarray(v).dtype.kind not in "iu" else np.asarray(v) for v in values]
+    with np.errstate(invalid="ignore"):
+        good = np.all(ok(*arrs))
+    if not good:
+        raise ValueError(f"{op}: {what} (got {', '.join(np.array2string(a) for a in arrs)})")
+
+
 def uniform(key, shape=(), dtype=_F32, minval=0.0, maxval=1.0):
     """Uniform floats in ``[minval, maxval)``.
 
@@ -129,7 +143,8 @@ def uniform(key, shape=(), dtype=_F32, minval=0.0, maxval=1.0):
             rounded to ``dtype`` first.
     Returns:
         Array ``(*shape)`` of ``dtype``, every value in ``[minval, maxval)`` when
-        ``minval < maxval`` (array bounds are not checked: elsewhere the value is unspecified).
+        ``minval < maxval`` (concrete array bounds are checked; traced ones cannot be, and
+        where they are violated the value is unspecified).
     Raises:
         TypeError: a bad key or a non-floating dtype. ValueError: a negative dim, bounds that do
         not broadcast to ``shape``, or scalar bounds with ``minval >= maxval``.
@@ -150,6 +165,8 @@ def uniform(key, shape=(), dtype=_F32, minval=0.0, maxval=1.0):
             return u
         r = snp.add(snp.multiply(u, wrap(np.asarray(hi - lo, dt), False)), wrap(lo, False))
         return snp.minimum(r, wrap(_prev_float(hi, dt), False))
+    _check_concrete("uniform", lambda lo, hi: lo < hi, "minval must be less than maxval",
+                    minval, maxval)
     u = _unit(k, shape, dt)
     lo = convert_element_type(operand(minval, "uniform"), dt)
     hi = convert_element_type(operand(maxval, "uniform"), dt)
@@ -255,7 +272,8 @@ def bernoulli(key, p=0.5, shape=None):
     Args:
         key: a key, uint32 ``(2,)``.
         p: probability (scalar or array). A Python scalar must be in [0, 1]; array values are
-            not checked (they may be traced): ``p <= 0`` gives False, ``p >= 1`` True, NaN False.
+            checked when concrete (ValueError); traced ones cannot be: there ``p <= 0`` gives
+            False, ``p >= 1`` True, NaN False.
         shape: output shape; default ``p``'s shape. ``p`` must broadcast to it.
     Returns:
         bool Array ``(*shape)``.
@@ -266,6 +284,8 @@ def bernoulli(key, p=0.5, shape=None):
     k = _check_key(key, "bernoulli")
     if _is_py_real(p) and not 0.0 <= p <= 1.0:
         raise ValueError(f"bernoulli: p must be in [0, 1], got {p}")
+    if not _is_py_real(p):
+        _check_concrete("bernoulli", lambda q: (q >= 0) & (q <= 1), "p must be in [0, 1]", p)
     p = operand(p, "bernoulli")
     cd = _F64 if p.dtype == _F64 else _F32
     p = convert_element_type(p, cd)
