@@ -464,7 +464,7 @@ def _last_writer(x_aval, u_aval, idx, mode, unique_indices):
 
 def _scatter_transpose(ct, x, u, *idx, op, mode, unique_indices):
     if op not in ("set", "add"):
-        raise NotImplementedError(f"scatter: op {op!r} is not linear, so it has no transpose "
+        raise TypeError(f"scatter: op {op!r} is not linear, so it has no transpose "
                                   "(its JVP rule emits only 'add' / 'set' scatters)")
     rest = [None] * len(idx)
     if type(ct) is Zero:

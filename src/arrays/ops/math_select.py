@@ -213,11 +213,7 @@ where.primitive = where_p
 
 def _nonzero(condition):
     from . import indexing  # the one-argument form belongs to the indexing family
-    fn = getattr(indexing, "nonzero", None)
-    if fn is None:
-        raise NotImplementedError("where: the one-argument form needs nonzero, which is not "
-                                  "available yet")
-    return fn(condition)
+    return indexing.nonzero(condition)
 
 
 # ---- nan_to_num --------------------------------------------------------------------------------
