@@ -294,3 +294,18 @@ def test_sequential_keeps_child_names_on_append_and_slice():
     assert list(s[1:].state_dict()) == ["2.weight", "2.bias"]
     with pytest.raises(KeyError, match="training"):
         _nn.Sequential(collections.OrderedDict(training=_nn.ReLU()))
+
+
+def test_documented_limits_raise_clearly():
+    from starling import nn as _nn
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        _nn.MaxPool2d(2, return_indices=True)
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        _nn.MaxPool1d(2, return_indices=True)
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        _nn.functional.max_pool2d(snp.ones((1, 1, 4, 4)), 2, return_indices=True)
+    m = _nn.Module()
+    with pytest.raises(NotImplementedError, match="persistent"):
+        m.register_buffer("b", snp.ones(2), persistent=False)
+    with pytest.raises(NotImplementedError, match="forward"):
+        m(snp.ones(2))

@@ -15,6 +15,8 @@ Unlike NumPy, a repeated axis in ``axes`` raises ValueError (NumPy transforms it
 """
 from __future__ import annotations
 
+from ..ops.axes import normalize_axes
+
 import math
 
 import numpy as np
@@ -59,18 +61,8 @@ def _check_norm(op, norm):
         raise ValueError(f"{op}: norm must be 'backward', 'ortho' or 'forward', got {norm!r}")
 
 
-def _norm_axes(op, axes, ndim):
-    out = []
-    for a in axes:
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
-            raise TypeError(f"{op}: axes must be integers, got {a!r}")
-        if not -ndim <= a < ndim:
-            raise ValueError(f"{op}: axis {a} is out of bounds for array of ndim {ndim} "
-                             f"(valid: {-ndim}..{ndim - 1})")
-        out.append(int(a) % ndim)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op}: repeated axis in axes {tuple(axes)} (transform it once)")
-    return tuple(out)
+def _norm_axes(op, axes, ndim, name="axes"):
+    return normalize_axes(op, tuple(axes), ndim, name=name)
 
 
 def _resize(x, axis, n):
@@ -119,7 +111,7 @@ def _one_axis(op, a, n, axis, norm, fft_type):
     x = operand(a, op)
     if x.ndim == 0:
         raise ValueError(f"{op}: input must be at least 1-d, got a 0-d array")
-    (ax,) = _norm_axes(op, (axis,), x.ndim)
+    (ax,) = _norm_axes(op, (axis,), x.ndim, name="axis")
     x = _to_real(op, x) if fft_type == "RFFT" else _to_complex(op, x)
     if n is None:
         n = 2 * (x.shape[ax] - 1) if fft_type == "IRFFT" else x.shape[ax]

@@ -13,6 +13,8 @@ gives (0, -inf); ``inv`` / ``solve`` raise ``LinAlgError`` in eager mode (see li
 """
 from __future__ import annotations
 
+from ..ops.axes import normalize_axes
+
 import math
 import operator
 
@@ -98,23 +100,6 @@ def _sumsq(a, axis, keepdims):
     return snp.sum(a * a, axis=axis, keepdims=keepdims)
 
 
-def _normalize_axes(op, axis, ndim):
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
-    for a in axes:
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
-            raise TypeError(f"{op}: axis must be an int or a tuple of ints, got {axis!r}")
-        if not -ndim <= a < ndim:
-            raise ValueError(f"{op}: axis {a} is out of bounds for array of ndim {ndim} "
-                             f"(valid: {-ndim}..{ndim - 1})")
-        out.append(int(a) % ndim)
-    if len(set(out)) != len(out):
-        raise ValueError(f"{op}: repeated axis in {axis!r}")
-    return tuple(out)
-
-
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
     """Vector p-norm over ``axis`` (Array API ``vector_norm``): ``(sum |x|^p)^(1/p)``.
 
@@ -130,7 +115,7 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
         ValueError: bad axis or ``ord``; ``ord=inf/-inf`` over an empty reduction.
     """
     x = as_inexact("vector_norm", x)
-    axes = _normalize_axes("vector_norm", axis, x.ndim)
+    axes = normalize_axes("vector_norm", axis, x.ndim)
     if isinstance(ord, str):
         raise ValueError(f"vector_norm: invalid norm order {ord!r} for vectors")
     return _vector_norm(x, axes, keepdims, 2 if ord is None else ord)
@@ -237,7 +222,7 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
                              f"shape {tuple(x.shape)}")
         axes = tuple(range(nd))
     else:
-        axes = _normalize_axes("norm", axis, nd)
+        axes = normalize_axes("norm", axis, nd)
     if len(axes) == 1:
         if isinstance(ord, str):
             raise ValueError(f"norm: invalid norm order {ord!r} for vectors")

@@ -273,6 +273,7 @@ def _bool_entries(op, mask, dim, shape, entries, masks):
 
 
 def has_arrays(entries):
+    """True when a parsed index contains an advanced (integer array) entry."""
     for e in entries:
         if e[0] == "array":
             return True

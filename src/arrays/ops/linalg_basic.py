@@ -49,22 +49,30 @@ class LinAlgError(ValueError):
 
 
 class SlogdetResult(NamedTuple):
+    """``slogdet`` output: ``sign`` and ``logabsdet`` of shape ``(*batch,)``."""
+
     sign: Any
     logabsdet: Any
 
 
 class QRResult(NamedTuple):
+    """``qr`` output: ``Q`` ``(*batch, m, k)`` and ``R`` ``(*batch, k, n)``."""
+
     Q: Any
     R: Any
 
 
 class SVDResult(NamedTuple):
+    """``svd`` output: ``U``, singular values ``S`` (descending) and ``Vh``."""
+
     U: Any
     S: Any
     Vh: Any
 
 
 class EighResult(NamedTuple):
+    """``eigh`` output: ascending ``eigenvalues`` and column ``eigenvectors``."""
+
     eigenvalues: Any
     eigenvectors: Any
 
@@ -144,7 +152,8 @@ def _snp():
     return snp
 
 
-def mT(x):  # noqa: N802  (matrix transpose of the last two dims, no conjugation)
+def mT(x):  # noqa: N802
+    """Transpose of the last two dims (no conjugation); used by the linalg rules."""
     nd = x.ndim
     return shape_lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
