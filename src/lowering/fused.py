@@ -1,7 +1,9 @@
 """``fused_kernel``: a group of equations the fusion pass runs as one kernel.
 
 The primitive holds the group as a sub-Program (param ``program``; its invars are the group's
-inputs, its outvars the values used outside the group) and a display ``name``. Its reference
+inputs, its outvars the values used outside the group) and a display ``name``; the cpp backend's
+memory plan may add ``reuse`` (passes/buffer_reuse.py: which existing buffer each output is
+written into), which changes no value and is ignored here. Its reference
 implementation evaluates the sub-Program, so a fused Program still runs on numpy_ref and under
 every transformation (JVP / vmap rules transform the sub-Program with the shared machinery of the
 control-flow primitives). Backends with native code generation (cpp) render it as one function.
@@ -19,18 +21,18 @@ from ..core.trace import EVAL_TRACE, set_current_trace
 fused_kernel_p = Primitive("fused_kernel", multiple_results=True, family="lowering")
 
 
-def _impl(*bufs, program, name):
+def _impl(*bufs, program, name, reuse=None):
     args = [wrap(b, v.aval.weak_type) for b, v in zip(bufs, program.invars)]
     with set_current_trace(EVAL_TRACE):
         outs = eval_program(program, program.consts, *args)
     return [np.asarray(o._buf) for o in outs]
 
 
-def _abstract_eval(*avals, program, name):
+def _abstract_eval(*avals, program, name, reuse=None):
     return [v.aval for v in program.outvars]
 
 
-def _weak(*in_weak, program, name):
+def _weak(*in_weak, program, name, reuse=None):
     return [v.aval.weak_type for v in program.outvars]
 
 
@@ -40,7 +42,7 @@ def _closed(program):
                    program.outvars), list(program.consts)
 
 
-def _jvp(primals, tangents, *, program, name):
+def _jvp(primals, tangents, *, program, name, reuse=None):
     # The JVP of a fused group is the JVP of its equations, inlined: the tangent computation
     # is ordinary (transposable) code that the backend fuses again.
     from ..transforms.jvp import jvp_flat
@@ -49,7 +51,7 @@ def _jvp(primals, tangents, *, program, name):
     return list(p_out), list(t_out)
 
 
-def _batch(args, dims, *, program, name):
+def _batch(args, dims, *, program, name, reuse=None):
     from ..transforms.control import programs as P
     closed, consts = _closed(program)
     consts = [wrap(np.asarray(c._buf if hasattr(c, "_buf") else c), False) for c in consts]

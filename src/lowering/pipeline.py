@@ -1,5 +1,19 @@
 """The pass pipeline, in order. Each entry is (name, pass); a pass maps Program -> Program.
 
+Common passes (``PASSES``, every backend): simplify, constant_folding, cse, dce. A backend then
+runs its own list on the result; the cpp backend's (``cpp.cpp_passes``), in order:
+
+1. complex_decompose: complex arithmetic -> real / imaginary float computations;
+2. fusion: elementwise chains, views and reductions -> ``fused_kernel`` equations;
+3. epilogue: ``dot_general`` + the fused group consuming it -> one ``fused_matmul``;
+4. dce;
+5. buffer_reuse (passes/buffer_reuse.py), the memory plan, last because it needs the final
+   schedule order: marks each kernel output that can be written into a buffer that is dead at
+   that point or donated by the caller (``compile(..., donate_argnums=)``) with the param
+   ``reuse``; the schedule then launches that kernel as ``k.run(sizes, outs, *inputs)``.
+   ``STARLING_BUFFER_REUSE=0`` turns it off, ``STARLING_REUSE_MIN_BYTES`` sets the smallest
+   intermediate worth reusing (default 64 KiB).
+
 Set ``STARLING_DUMP_IR=1`` (or call ``run_pipeline(prog, dump=True)``) to print the Program after
 every pass; ``STARLING_DUMP_IR=<dir>`` writes one file per pass into that directory instead.
 """

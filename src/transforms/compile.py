@@ -20,6 +20,7 @@ from ..arrays.convert import operand
 from ..core.avals import ShapedArray
 from ..core.trace import EVAL_TRACE, EvalTrace, current_trace
 from ..lowering import backends as _backends
+from ..lowering import buffers as _buffers
 from ..lowering.pipeline import run_pipeline
 from . import dynamic_spec as _dyn
 from .stage import trace_to_program
@@ -99,9 +100,9 @@ class Compiled:
         self.num_compiles = 0
         self._cache = {}
         # signature -> (executable, consts, out tree or None for one leaf): the fast call path
-        # for plain Array positional arguments; None when statics / donation / dynamic shapes
-        # need the full path.
-        self._fast = None if (static_argnums or static_argnames or donate_argnums) else {}
+        # for plain Array positional arguments (under dynamic shapes: the executable bound to the
+        # sizes of that signature); None when static arguments need the full path.
+        self._fast = None if (static_argnums or static_argnames) else {}
         try:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):
@@ -120,8 +121,10 @@ class Compiled:
     def _set_dynamic_shapes(self, call_site):
         # The spec comes from @dynamic_spec on fun or from dynamic_shapes= (both: ValueError).
         self._spec = _dyn.resolve_spec(self.fun, call_site)
-        if self._spec is not None:
-            self._fast = None
+        if self._fast is not None:
+            # Under dynamic shapes the fast path caches, per concrete signature, the executable
+            # bound to that signature's (already checked) sizes.
+            self._fast.clear()
         self.dynamic_shapes = self._spec
         self._leaf_specs = {}
         if self._spec is not None:
@@ -210,7 +213,13 @@ class Compiled:
         else:
             prog = trace_to_program(flat_fun, [x.aval for x in ops])
             prog = run_pipeline(prog, label=name)
-            exe = backend.compile(prog)
+            donated = self._donated_mask(args, static_pos, len(ops))
+            if (any(donated) and len(donated) == len(prog.invars)
+                    and getattr(backend, "supports_donation", False)):
+                # The backend's memory plan may write outputs into the donated buffers.
+                exe = backend.compile(prog, donated=donated)
+            else:
+                exe = backend.compile(prog)
             binder = None
         self.num_compiles += 1
         entry = (prog, exe, out_tree[0], binder)
@@ -238,7 +247,11 @@ class Compiled:
                 if len(sig) == len(args) else None
             if hit is not None:
                 exe, consts, out_tree = hit
-                outs = exe(consts, args)
+                if self.donate_argnums:
+                    outs = self._run_donated(exe, consts, args, args)
+                    self._donate(args, outs)
+                else:
+                    outs = exe(consts, args)
                 return outs[0] if out_tree is None else tree_util.unflatten(out_tree, outs)
         if trace is not EVAL_TRACE and not isinstance(trace, EvalTrace):
             # Under another transformation: trace through (the outer transformation sees the
@@ -249,29 +262,74 @@ class Compiled:
         if entry is None:
             entry = self._build(key, args, kwargs, static_pos, ops, treedef, dyn)
         prog, exe, out_tree, binder = entry
+        if self.donate_argnums:
+            self._check_donate_range(len(args))
+        env = None
         if binder:
-            outs = exe(prog.consts, ops, shape_env=binder.env_for(ops))
+            env = binder.env_for(ops)
+            outs = exe(prog.consts, ops, shape_env=env)
+        elif self.donate_argnums:
+            outs = self._run_donated(exe, prog.consts, ops, args)
         else:
             outs = exe(prog.consts, ops)
-        if self.donate_argnums:
-            self._donate(args, outs)
-        elif (self._fast is not None and not kwargs and trace is EVAL_TRACE and binder is None
-              and all(type(a) is Array for a in args)):
+        # (the fast-path key reads the arguments' buffers: before donation invalidates them)
+        if (self._fast is not None and not kwargs and trace is EVAL_TRACE
+                and all(type(a) is Array for a in args)):
             single = out_tree.num_leaves == 1 and out_tree.is_leaf()
             fkey = (key[3], *[(a._buf.shape, a._buf.dtype, a._weak) for a in args])
+            if binder:   # bounded: one entry per distinct size seen
+                if len(self._fast) >= 256:
+                    self._fast.clear()
+                exe = exe.for_env(env) if hasattr(exe, "for_env") else \
+                    functools.partial(exe, shape_env=env)
             self._fast[fkey] = (exe, prog.consts, None if single else out_tree)
+        if self.donate_argnums:
+            self._donate(args, outs)
         return tree_util.unflatten(out_tree, outs)
 
-    def _donate(self, args, outs):
-        kept = {id(o._buf) for o in outs if type(o) is Array}
-        name = getattr(self.fun, "__name__", "fun")
+    def _run_donated(self, exe, consts, ops, args):
+        """Runs ``exe`` handing it the buffers of the donated arguments that a run-time check
+        (``buffers.donatable``) proves nothing else can see; the others it does not get."""
+        slots = getattr(exe, "donation_slots", ())
+        if not slots:
+            return exe(consts, ops)
+        ids = [id(getattr(o, "_buf", None)) for o in ops]
+        given = [_buffers.donatable(ops[i], ids) for i in slots]
+        try:
+            return exe.call_donated(ops, given)
+        except BaseException:
+            # A donated buffer may be half overwritten: never let its Array show it.
+            if any(b is not None for b in given):
+                self._donate(args, ())
+            raise
+
+    def _check_donate_range(self, nargs):
         for n in self.donate_argnums:
-            if not -len(args) <= n < len(args):
+            if not -nargs <= n < nargs:
                 raise ValueError(f"compile: donate_argnums {n} is out of range for a call of "
-                                 f"{name} with {len(args)} positional arguments")
-            for leaf in tree_util.leaves(args[n]):
-                if type(leaf) is Array and id(leaf._buf) not in kept:
-                    leaf._buf = _DonatedBuffer(name)
+                                 f"{self._name()} with {nargs} positional arguments")
+
+    def _donated_mask(self, args, static_pos, nleaves):
+        """One bool per traced leaf (flatten order of (dyn_args, dyn_kwargs)): is it a leaf of
+        a donated positional argument? Keyword arguments are never donated."""
+        nargs = len(args)
+        donated = {n % nargs for n in self.donate_argnums if -nargs <= n < nargs}
+        mask = []
+        for i, a in enumerate(args):
+            if i not in static_pos:
+                mask += [i in donated] * len(tree_util.leaves(a))
+        return tuple(mask + [False] * (nleaves - len(mask)))
+
+    def _donate(self, args, outs):
+        # Every donated Array is invalidated, even where an output shares its buffer (an
+        # argument returned unchanged): the output is a new Array that stays valid. (The
+        # caller checked the range of donate_argnums before the call.)
+        gone = _DonatedBuffer(self._name())
+        for n in self.donate_argnums:
+            arg = args[n]
+            for leaf in (arg,) if type(arg) is Array else tree_util.leaves(arg):
+                if type(leaf) is Array:
+                    leaf._buf = gone
 
     def __repr__(self):
         return f"Compiled({getattr(self.fun, '__name__', self.fun)})"
@@ -301,8 +359,13 @@ def compile(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(
         fun: a pure function of pytrees of arrays.
         static_argnums / static_argnames: arguments treated as compile-time constants (must be
             hashable); a new value triggers a new compilation.
-        donate_argnums: arguments whose buffers the executable may reuse; using a donated
-            Array after the call raises DonatedBufferError.
+        donate_argnums: positional arguments whose buffers the executable may reuse for its
+            outputs (the cpp backend's memory plan writes, e.g., ``w - lr * g`` into ``w``'s
+            buffer). Donation is a hint: a buffer is overwritten only when a run-time check
+            proves nothing else can see it (C-contiguous, writeable, owning its memory, held
+            by this Array alone: no NumPy view of it, no other Array over it, not passed twice;
+            src/lowering/buffers.py), else the output is freshly allocated. Either way, using
+            a donated Array after the call raises DonatedBufferError.
         dynamic_shapes: a ``ShapesSpec`` (starling.transforms.dynamic_spec): the declared dims
             are symbolic, so one compilation serves every size in range. A function decorated
             with ``@dynamic_spec`` carries its own; giving both is a ValueError.

@@ -11,7 +11,15 @@
    each kernel (through the C launcher in cpp_runtime.py), or the primitive's NumPy
    implementation for what is not fused: ``dot_general`` (NumPy's matmul, i.e. BLAS), shape
    ops (NumPy views), sorting, gathers, linear algebra... The control-flow primitives (switch,
-   while, scan) run their bodies as compiled schedules of the same module.
+   while, scan) run their bodies as compiled schedules of the same module. Kernels with a
+   memory plan (the ``reuse`` param of passes/buffer_reuse.py) are launched as
+   ``k.run((), outs, *inputs)`` writing into a dead intermediate (after the run-time check
+   ``buffers.take``) or a donated argument (``d<i>`` parameters of the schedule, checked by
+   ``compile``; ``CppExecutable.call_donated``).
+
+Dynamic shapes (``supports_dynamic_shapes``): a Program with symbolic dims compiles to ONE shared
+object whose kernels read their sizes at run time (``k.run(sizes, outs, *inputs)``); per
+distinct ShapeEnv only the schedule is rebuilt from the bound Program (cpp_dynamic.py).
 
 Everything that does not become native code is logged once per primitive on the
 ``starling.lowering`` logger. Without a C++ compiler the backend warns once and runs programs
@@ -29,10 +37,15 @@ import numpy as np
 
 from ...arrays.array import wrap
 from ...core.ir import Literal, Program
+from ...core.symbolic import program_is_symbolic
 from ...core.trace import EVAL_TRACE, set_current_trace
+from .. import buffers as _buffers
 from .. import cache
 from .. import debug as _debug
 from ..fused import fused_kernel_p
+from ..fused_matmul import fused_matmul_p
+from ..passes.epilogue import epilogue_fusion
+from ..passes.buffer_reuse import buffer_reuse
 from ..passes.complex_decompose import complex_decompose
 from ..passes.dce import dce
 from ..passes.fusion import (ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, VIEW, VIEW_PRIMITIVES,
@@ -40,7 +53,8 @@ from ..passes.fusion import (ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, VIEW, VIEW_
 from ..pipeline import run_pipeline
 from . import cpp_codegen as CG
 from . import cpp_formulas as F
-from . import cpp_runtime, register_backend
+from . import cpp_gemm
+from . import cpp_dynamic, cpp_runtime, register_backend
 from .numpy_ref import NumpyRefExecutable
 
 logger = logging.getLogger("starling.lowering")
@@ -80,9 +94,8 @@ class CppPolicy(FusionPolicy):
         self.rendered = {}   # id(sub-Program) -> (sub-Program, Kernel)
 
     def kind(self, eqn):
+        # Symbolic dims (dynamic shapes) are fine: kernels take their sizes at run time.
         name = eqn.primitive.name
-        if not all(_static_shape(v.aval) for v in list(eqn.invars) + list(eqn.outvars)):
-            return None
         if name in VIEW_PRIMITIVES:
             dt = np.dtype(eqn.invars[0].aval.dtype)
             return VIEW if (F.supported_dtype(dt) or dt.kind == "c") else None
@@ -133,10 +146,14 @@ class CppPolicy(FusionPolicy):
         return True
 
 
-def cpp_passes(policy):
+def cpp_passes(policy, donated=None):
+    """The backend's passes after the common pipeline, in order; ``donated``: None or one bool
+    per invar (buffers the caller donates, candidates of the memory plan)."""
     return [("complex_decompose", complex_decompose),
             ("fusion", lambda p: fusion(p, policy)),
-            ("dce", dce)]
+            ("epilogue", lambda p: epilogue_fusion(p, cpp_gemm.validator(policy))),
+            ("dce", dce),
+            ("buffer_reuse", lambda p: buffer_reuse(p, donated))]
 
 
 class CppExecutable:
@@ -164,6 +181,20 @@ class CppExecutable:
         """Runs on NumPy buffers; returns a tuple of NumPy buffers."""
         return self._run(*bufs)
 
+    @property
+    def donation_slots(self):
+        """Indices of the invars whose donated buffers the memory plan may write into."""
+        return getattr(self._run, "donation_slots", ())
+
+    def call_donated(self, args, donated):
+        """Like ``exe(consts, args)``; ``donated`` has one entry per ``donation_slots`` index:
+        that argument's buffer, which the caller checked may be overwritten
+        (``starling.lowering.buffers.donatable``), or None (allocate instead)."""
+        if _debug.active() is not None:
+            return self._call_recorded(args)
+        outs = self._run(*[a._buf for a in args], *donated)
+        return [wrap(o, w) for o, w in zip(outs, self._out_weak)]
+
     def _call_recorded(self, args):
         """Under ``starling.debug_mode()``: the same schedule, recording every step (each fused
         kernel is one record, primitive "fused_kernel" with its group's primitives)."""
@@ -178,33 +209,44 @@ class CppExecutable:
 
 
 def _recording(fn, prim, params):
-    def run(*bufs):
-        out = fn(*bufs)
+    def record(bufs, out):
         dm = _debug.active()
         if dm is not None:
             outs = out if isinstance(out, (tuple, list)) else [out]
             dm.record(prim, list(bufs), list(outs), params, source="compiled:cpp")
         return out
+
+    def run(*bufs):
+        return record(bufs, fn(*bufs))
+
+    if hasattr(fn, "run"):   # a kernel launcher: the memory plan calls k.run(sizes, outs, ...)
+        run.run = lambda sizes, outs, *bufs: record(bufs, fn.run(sizes, outs, *bufs))
     return run
 
 
 def _rebind(fn, namespace):
     import types
-    return types.FunctionType(fn.__code__, namespace, fn.__name__)
+    return types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__)
 
 
 class CppBackend:
     name = "cpp"
+    # A Program with symbolic dims compiles to ONE shared object (cpp_dynamic.py).
+    supports_dynamic_shapes = True
 
     def supports(self, primitive) -> bool:
         return primitive.impl is not None
 
-    def compile(self, program):
-        return self.compile_many([program])[0]
+    # compile(prog, donated=mask): the memory plan may write outputs into donated buffers.
+    supports_donation = True
 
-    def compile_many(self, programs):
+    def compile(self, program, donated=None):
+        return self.compile_many([program], donated=None if donated is None else [donated])[0]
+
+    def compile_many(self, programs, donated=None):
         """Executables for several Programs whose kernels are compiled together (one compiler
-        run: what a test suite or an exporter compiling many functions wants)."""
+        run: what a test suite or an exporter compiling many functions wants). ``donated``:
+        None, or per Program None / one bool per invar (see ``CppExecutable.call_donated``)."""
         compiler = cache.find_compiler()
         if compiler is None:
             if not _WARNED_NO_COMPILER:
@@ -214,7 +256,9 @@ class CppBackend:
                               stacklevel=4)
             return [NumpyRefExecutable(p) for p in programs]
         policy = CppPolicy()
-        fused = [run_pipeline(p, passes=cpp_passes(policy), label="cpp") for p in programs]
+        donated = donated or [None] * len(programs)
+        fused = [run_pipeline(p, passes=cpp_passes(policy, d), label="cpp")
+                 for p, d in zip(programs, donated)]
         try:
             return _build_executables(fused, policy, compiler)
         except (cache.CompileError, CG.NotFusible) as e:
@@ -229,9 +273,9 @@ class CppBackend:
 # ---- building the executable ---------------------------------------------------------------------
 
 def _collect_kernels(prog, found):
-    """Every fused_kernel sub-Program of ``prog`` (recursively), in order."""
+    """Every fused_kernel / fused_matmul sub-Program of ``prog`` (recursively), in order."""
     for eqn in prog.eqns:
-        if eqn.primitive is fused_kernel_p:
+        if eqn.primitive is fused_kernel_p or eqn.primitive is fused_matmul_p:
             found.append(eqn.params["program"])
             continue
         for p in eqn.params.values():
@@ -250,32 +294,67 @@ def _build_executables(progs, policy, compiler):
     for sub in (s for subs in subs_of for s in subs):
         entry = policy.rendered.get(id(sub))
         kernel = entry[1] if entry is not None and entry[0] is sub else \
-            CG.render_kernel(sub, "__ST_KERNEL__")
+            cpp_gemm.render_any(sub, "__ST_KERNEL__")
         if kernel.source not in sources:
             sources[kernel.source] = f"st_k{len(sources)}"
         names[id(sub)] = (sources[kernel.source], kernel)
     lib, path, source = None, None, None
     if sources:
         body = [src.replace("__ST_KERNEL__", name) for src, name in sources.items()]
-        source = F.prelude() + "\n\n".join(body) + "\n"
+        source = F.prelude() + cpp_gemm.support(body) + "\n\n".join(body) + "\n"
         libs = (f"-l:{F.mvec_soname()}", "-lm") if F.mvec_functions() else ("-lm",)
         lib, path = cache.load(source, compiler=compiler, libs=libs)
-    launchers, by_sub = {}, {}
+        cpp_gemm.init_library(lib)   # BLAS addresses for fused_matmul kernels
+    launchers, by_sub, size_exprs = {}, {}, {}
     for sub in (s for subs in subs_of for s in subs):
         name, kernel = names[id(sub)]
-        key = (name, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in kernel.out_avals))
+        exprs = getattr(kernel, "size_exprs", ())   # symbolic kernels: their size parameters
+        key = (name, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in kernel.out_avals),
+               exprs)
         if key not in launchers:
             launchers[key] = cpp_runtime.make_kernel(lib, name, kernel.in_dtypes,
-                                                     kernel.out_avals, kernel.work > 1 << 16)
+                                                     kernel.out_avals, kernel.work > 1 << 16,
+                                                     exprs)
         by_sub[id(sub)] = launchers[key]
+        if exprs:
+            size_exprs[id(sub)] = exprs
     exes = []
-    for prog in progs:
+    for prog, subs in zip(progs, subs_of):
+        if program_is_symbolic(prog):
+            mine = {id(s): size_exprs[id(s)] for s in subs if id(s) in size_exprs}
+            exes.append(_dynamic_executable(prog, by_sub, mine, source, path))
+            continue
         sched = _Schedule(by_sub)
         run, text = sched.function(prog, "run")
         out_weak = [v.aval.weak_type for v in prog.outvars]
         exes.append(CppExecutable(prog, run, source, text, out_weak, path,
                                   (sched.ns, sched.meta)))
     return exes
+
+
+def _dynamic_executable(prog, by_sub, size_exprs, source, path):
+    """The executable of a Program with symbolic dims: its kernels are compiled once (above);
+    per distinct ShapeEnv only the schedule is built, from the bound Program (cpp_dynamic.py)."""
+    out_weak = [v.aval.weak_type for v in prog.outvars]
+
+    def make(bound, sizes):
+        sched = _Schedule(by_sub, sizes)
+        run, text = sched.function(bound, "run")
+        return CppExecutable(bound, run, source, text, out_weak, path, (sched.ns, sched.meta))
+    return cpp_dynamic.CppDynamicExecutable(prog, size_exprs, make, source, path,
+                                            (fused_kernel_p, fused_matmul_p))
+
+
+def _sized(k, sizes):
+    """Launcher ``k`` bound to its size values: ``f(*inputs)`` like a static launcher, and
+    ``f.run(sizes, outs, *inputs)`` where sizes () means the bound ones."""
+    f = functools.partial(k.run, sizes, (None,) * k.nout)
+    run = k.run
+
+    def run_sized(s, outs, *ins):
+        return run(s or sizes, outs, *ins)
+    f.run, f.sizes, f.launcher = run_sized, sizes, k
+    return f
 
 
 def _debug_meta(eqn):
@@ -289,11 +368,16 @@ def _debug_meta(eqn):
     return eqn.primitive, params
 
 
+# Equations launched through a kernel launcher: the memory plan may give them ``reuse``.
+_KERNEL_PRIMS = (fused_kernel_p, fused_matmul_p)
+
+
 class _Schedule:
     """Generates the Python function running a Program: one line per equation."""
 
-    def __init__(self, kernels):
+    def __init__(self, kernels, sizes=None):
         self.kernels = kernels   # id(sub-Program) -> launcher
+        self.sizes = sizes or {}  # id(sub-Program) -> its kernel's size values (dynamic shapes)
         self.texts = []
         self.meta = None         # of the last function: callable name -> (primitive, params)
         self.ns = None
@@ -332,26 +416,80 @@ class _Schedule:
                     last_use[v] = i
         keep = {v for v in prog.outvars if not isinstance(v, Literal)} | set(prog.invars) | \
             set(prog.constvars)
+        # The memory plan (passes/buffer_reuse.py): a dead buffer that a later kernel writes
+        # into stays alive until that kernel (deleted right after it); donated invars arrive
+        # as extra arguments d<i> (None: allocate instead).
+        deferred, slots = self._plan_lifetimes(prog, last_use)
+        ns["_take"], ns["_reinterpret"] = _buffers.take, _buffers.reinterpret
         for i, eqn in enumerate(prog.eqns):
             ins = ", ".join(name_of(v) for v in eqn.invars)
+            into = self._reuse_outs(prog, eqn, names, const)
             outs = [fresh(v) for v in eqn.outvars]
             target = ", ".join(outs) + ("," if len(outs) == 1 and self._tuple_result(eqn) else "")
             fn = self._callable(eqn)
             fname_k = const(fn, "F")
             meta[fname_k] = _debug_meta(eqn)
-            lines.append(f"    {target} = {fname_k}({ins})")
+            if into is not None:
+                lines.append(f"    {target} = {fname_k}.run((), ({into}), {ins})")
+            else:
+                lines.append(f"    {target} = {fname_k}({ins})")
             dead = [names[v] for v in eqn.invars if not isinstance(v, Literal)
                     and last_use.get(v) == i and v not in keep]
             dead += [names[v] for v in eqn.outvars if v not in last_use and v not in keep]
+            dead += [names[v] for v in deferred.get(i, ())]
             if dead:
                 lines.append(f"    del {', '.join(sorted(set(dead)))}")
         rets = ", ".join(name_of(v) for v in prog.outvars)
-        text = f"def {fname}({', '.join(args)}):\n" + "\n".join(lines) + \
+        params = args + [f"d{i}=None" for i in slots]
+        text = f"def {fname}({', '.join(params)}):\n" + "\n".join(lines) + \
             f"\n    return ({rets}{',' if len(prog.outvars) == 1 else ''})\n"
         exec(compile(text, f"<starling cpp schedule {fname}>", "exec"), ns)  # noqa: S102
+        ns[fname].donation_slots = tuple(slots)
         self.texts.append(text)
         self.ns, self.meta = ns, meta
         return ns[fname], "\n".join(self.texts)
+
+    @staticmethod
+    def _plan_lifetimes(prog, last_use):
+        """({equation index: Vars to delete after it}, donated invar indices) of the plan;
+        extends ``last_use`` of the buffers written by a later kernel."""
+        deferred, slots = {}, set()
+        for i, eqn in enumerate(prog.eqns):
+            for ref in (eqn.params.get("reuse") or ()) if eqn.primitive in _KERNEL_PRIMS else ():
+                if ref is not None and ref[0] == "in":
+                    slots.add(ref[1])
+                elif ref is not None:
+                    v = prog.eqns[ref[1]].outvars[ref[2]]
+                    if last_use.get(v, -1) < i:
+                        last_use[v] = i
+                        deferred.setdefault(i, []).append(v)
+        return deferred, sorted(slots)
+
+    @staticmethod
+    def _reuse_outs(prog, eqn, names, const):
+        """The ``outs`` tuple text of ``k.run`` for a kernel with a memory plan, else None.
+        Intermediates go through ``_take`` (run-time check that nothing else holds them);
+        donated buffers were checked by the caller (``compile``)."""
+        reuse = eqn.params.get("reuse") if eqn.primitive in _KERNEL_PRIMS else None
+        if not reuse:
+            return None
+        items = []
+        for o, ref in zip(eqn.outvars, reuse):
+            shape = tuple(o.aval.shape)
+            if ref is None or not _static_shape(o.aval):
+                items.append("None")
+                continue
+            dt = np.dtype(o.aval.dtype)
+            shape = tuple(int(d) for d in shape)
+            if ref[0] == "in":
+                src = prog.invars[ref[1]].aval
+                same = np.dtype(src.dtype) == dt and tuple(src.shape) == shape
+                items.append(f"d{ref[1]}" if same else
+                             f"_reinterpret(d{ref[1]}, {const(dt)}, {const(shape)})")
+            else:
+                v = prog.eqns[ref[1]].outvars[ref[2]]
+                items.append(f"_take({names[v]}, {const(dt)}, {const(shape)})")
+        return ", ".join(items) + ("," if len(items) == 1 else "")
 
     @staticmethod
     def _tuple_result(eqn):
@@ -360,8 +498,10 @@ class _Schedule:
     def _callable(self, eqn):
         prim = eqn.primitive
         p = eqn.params
-        if prim is fused_kernel_p:
-            return self.kernels[id(p["program"])]
+        if prim is fused_kernel_p or prim is fused_matmul_p:
+            sub = cpp_dynamic.kernel_program(p["program"])
+            sizes = self.sizes.get(id(sub))
+            return _sized(self.kernels[id(sub)], sizes) if sizes else self.kernels[id(sub)]
         if prim.name == "dot_general":
             return _dot_fn(eqn)
         if prim.name == "while":

@@ -21,6 +21,12 @@ OpenMP parallelism is switched on only when the estimated work (elements x cost 
 ``PARALLEL_WORK`` (env ``STARLING_CPP_PARALLEL_WORK``, default 2**21, about 1 ms of work):
 waking threads costs microseconds, and mid-size kernels interleaved with BLAS calls (which run
 their own thread pool) are faster on one thread. float32 sums and products accumulate in double.
+
+Under dynamic shapes sizes and strides may be symbolic (DimExprs): the kernel reads its shape
+variables from the launcher's sizes array and the same structures are emitted with C expressions
+(``c_dim``) for bounds and strides; the parallel decision, the blocking and the "few outer
+points" choice of row reductions become run-time branches unless the variables' ranges decide
+them. Static kernels are generated exactly as without dynamic shapes.
 """
 from __future__ import annotations
 
@@ -30,6 +36,9 @@ import os
 import numpy as np
 
 from . import cpp_formulas as F
+from .cpp_dims import DIM_HELPERS, c_dim, dim_vars, same_dim  # noqa: F401  (re-exported)
+from .cpp_dims import is_static as _static, maybe_nonzero as _maybe_nonzero
+from .cpp_dims import same_shape as _same_shape, sym_expr as _sym_expr
 
 PARALLEL_WORK = int(os.environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 21))
 _MIN_UNITS = 8               # parallel work units wanted when the outer dims are few
@@ -70,7 +79,10 @@ class Access:
 
 def _contiguous(acc):
     scale = 2 if acc.complex_base else 1
-    return acc.strides == c_strides(acc.shape, scale) or math.prod(acc.shape) <= 1
+    if _same_shape(acc.strides, c_strides(acc.shape, scale)):
+        return True
+    n = math.prod(acc.shape)
+    return _static(n) and n <= 1
 
 
 def apply_view(acc, eqn):
@@ -100,8 +112,10 @@ def apply_view(acc, eqn):
     if name == "broadcast_in_dim":
         strides = [0] * len(out_shape)
         for i, d in enumerate(p["broadcast_dimensions"]):
-            if acc.shape[i] == out_shape[d]:
+            if same_dim(acc.shape[i], out_shape[d]):
                 strides[d] = acc.strides[i]
+            elif not (_static(acc.shape[i]) and acc.shape[i] == 1):
+                raise NotFusible(f"broadcast of dim {acc.shape[i]} to {out_shape[d]}")
         return Access(acc.buf, acc.dt, out_shape, strides, acc.offset, cb)
     raise NotFusible(name)
 
@@ -115,9 +129,10 @@ def broadcast_strides(acc, loop):
     out = [0] * pad
     for i, (s, st) in enumerate(zip(acc.shape, acc.strides)):
         L = loop[pad + i]
-        if s == L:
-            out.append(st if L != 1 else 0)
-        elif s == 1:
+        if same_dim(s, L):
+            # a symbolic L may be 1 at run time: the stride is then multiplied by index 0
+            out.append(0 if (_static(L) and L == 1) else st)
+        elif _static(s) and s == 1:
             out.append(0)
         else:
             raise NotFusible(f"operand of shape {acc.shape} does not broadcast to {loop}")
@@ -125,13 +140,18 @@ def broadcast_strides(acc, loop):
 
 
 class Kernel:
-    """A rendered kernel: ``source`` (one extern "C" function ``name(void* const* args)``),
-    ``in_dtypes`` (NumPy dtype each input buffer must have), ``out_avals``, ``work``."""
+    """A rendered kernel: ``source`` (one extern "C" function ``name(void* const* args)``, the
+    launcher ABI of cpp_runtime.py), ``in_dtypes`` (NumPy dtype each input buffer must have),
+    ``out_avals``, ``work`` (an upper bound under dynamic shapes), ``size_exprs``: the kernel's
+    size parameters (sympy expressions; () for a static kernel): its shape variables, whose
+    values it reads from the sizes array, then the other symbolic output dims (for the
+    launcher's output allocation)."""
 
     def __init__(self, name, source, in_dtypes, out_avals, work, parallel):
         self.name, self.source = name, source
         self.in_dtypes, self.out_avals = in_dtypes, out_avals
         self.work, self.parallel = work, parallel
+        self.size_exprs = ()
 
 
 class _Red:
@@ -140,8 +160,10 @@ class _Red:
     def __init__(self, kind, dt, name):
         self.kind, self.dt, self.name = kind, np.dtype(dt), name
         t = F.ctype(dt)
-        self.acc_t = "double" if (self.dt == np.float32 and kind in ("sum", "prod")) else t
-        self.nanflag = self.dt.kind == "f" and kind in ("max", "min")
+        # float32 and the low-precision floats (held in float) sum in double, rounded once
+        wide = self.dt == np.float32 or F.is_lowp(self.dt)
+        self.acc_t = "double" if (wide and kind in ("sum", "prod")) else t
+        self.nanflag = F.has_nan(self.dt) and kind in ("max", "min")
         self.value = None
         self.out_acc = None
 
@@ -157,8 +179,8 @@ class _Red:
             return "false"
         if dt.kind == "b":
             return "false" if self.kind == "max" else "true"
-        if dt.kind == "f":
-            return F.literal(-np.inf if self.kind == "max" else np.inf, dt)
+        if dt.kind == "f" or F.is_lowp(dt):   # -inf, or the lowest value of a format without inf
+            return F.literal(F.lowest(dt) if self.kind == "max" else F.highest(dt), dt)
         info = np.iinfo(dt)
         return F.literal(info.min if self.kind == "max" else info.max, dt)
 
@@ -209,15 +231,18 @@ class _Red:
         return f"{slot} = ({x} {cmp} {slot}) ? {x} : {slot};"
 
     def final_scalar(self):
-        t = F.ctype(self.dt)
+        value = F.acc_value(self.dt, self.name)   # low-precision floats round here
         if self.nanflag:
-            return f"({self.name}_nan ? {F.literal(np.nan, self.dt)} : ({t}){self.name})"
-        return f"({t}){self.name}"
+            return f"({self.name}_nan ? {F.literal(np.nan, self.dt)} : {value})"
+        return value
 
 
-def render_kernel(sub, fname) -> Kernel:
-    """Renders the fused sub-Program ``sub`` as the C++ function ``fname``; raises NotFusible."""
-    return _KernelBuilder(sub, fname).build()
+def render_kernel(sub, fname, row_block=None) -> Kernel:
+    """Renders the fused sub-Program ``sub`` as the C++ function ``fname``; raises NotFusible.
+    With ``row_block`` (cpp_gemm.RowBlock) it is a GEMM epilogue over one block of rows."""
+    b = _KernelBuilder(sub, fname)
+    b.row_block = row_block
+    return b.build()
 
 
 class _KernelBuilder:
@@ -326,8 +351,8 @@ class _KernelBuilder:
         for s in shapes:
             for i, d in enumerate(s):
                 j = nd - len(s) + i
-                if d != 1:
-                    if loop[j] not in (1, d):
+                if not (_static(d) and d == 1):
+                    if not ((_static(loop[j]) and loop[j] == 1) or same_dim(loop[j], d)):
                         raise NotFusible("inconsistent shapes")
                     loop[j] = d
         return tuple(loop)
@@ -347,14 +372,14 @@ class _KernelBuilder:
             shape = tuple(v.aval.shape)
             buf = nin + j
             if kind == "expr":
-                if shape != loop:
+                if not _same_shape(shape, loop):
                     raise NotFusible(f"output of shape {shape} in a loop over {loop}")
                 acc = Access(buf, x[1], shape, c_strides(shape))
                 acc.loop_strides = list(c_strides(shape))
                 self.stores.append((acc, x[0]))
             elif kind == "pack":
                 re, im, rdt = x
-                if shape != loop:
+                if not _same_shape(shape, loop):
                     raise NotFusible(f"output of shape {shape} in a loop over {loop}")
                 for part, off in ((re, 0), (im, 1)):
                     acc = Access(buf, rdt, shape, c_strides(shape, 2), off)
@@ -393,17 +418,18 @@ class _KernelBuilder:
 
 def _merge_dims(loop, red_axes, accs):
     """[(size, reduced, {access index: stride})] after dropping size-1 dims and merging
-    dims every access walks contiguously."""
+    dims every access walks contiguously. Symbolic sizes are never dropped (they may be 1 or
+    more at run time) and merge only on stride identities that hold for every size."""
     dims = []
     for d, size in enumerate(loop):
-        if size == 1:
+        if _static(size) and size == 1:
             continue
         dims.append([size, d in red_axes, [a.loop_strides[d] for a in accs]])
     merged = []
     for dim in dims:
         if merged:
             prev = merged[-1]
-            if prev[1] == dim[1] and all(ps == s * dim[0]
+            if prev[1] == dim[1] and all(same_dim(ps, s * dim[0])
                                          for ps, s in zip(prev[2], dim[2])):
                 prev[0] *= dim[0]
                 prev[2] = dim[2]
@@ -419,6 +445,9 @@ def _emit(b, loop, red_axes, reds, in_dtypes, out_avals):
     accs = reads + stores + red_outs
     for i, a in enumerate(accs):
         a.id = i
+    row = getattr(b, "row_block", None)   # a GEMM epilogue over a block of rows (cpp_gemm.py)
+    if row is not None:
+        loop, red_axes = row.restrict(loop, red_axes, accs)
     dims = _merge_dims(loop, red_axes, accs)
     flags = [d[1] for d in dims]
     if True in flags:
@@ -428,22 +457,79 @@ def _emit(b, loop, red_axes, reds, in_dtypes, out_avals):
             raise NotFusible("reduced axes are not contiguous")
     total = math.prod(loop) if loop else 1
     work = total * max(b.cost, 1)
-    par = work >= PARALLEL_WORK
+    svars = dim_vars(list(loop) + [d for v in b.sub.invars for d in v.aval.shape]
+                     + [d for a in out_avals for d in a.shape])
+    if svars:
+        if row is not None:
+            raise NotFusible("GEMM epilogue kernels need static sizes")
+        return _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals)
+    par = work >= PARALLEL_WORK and (row is None or row.parallel)
     e = _Emitter(b, dims, accs, reds, par)
-    lines = [f'extern "C" void {b.fname}(void* const* st_args) {{']
+    lines = [f'extern "C" void {b.fname}(void* const* st_args{row.param if row else ""}) {{']
     for a in accs:
         t = F.ptr_ctype(a.dt)
         const = "const " if a in reads else ""
-        lines.append(f"  {const}{t}* __restrict p{a.id} = ({const}{t}*)st_args[{a.buf}];")
+        lines.append(f"  {const}{t}* __restrict p{a.id} = ({const}{t}*)st_args[{a.buf}]"
+                     f"{row.offset(a) if row else ''};")
     lines += ["  " + x for x in e.emit()]
     lines.append("}")
     return Kernel(b.fname, "\n".join(lines), in_dtypes, out_avals, work, par)
 
 
+def _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals):
+    """A kernel whose sizes are run-time values: ``szI`` = sizes[I] for the shape variables
+    ``svars``. The parallel decision is taken at run time (from the work for these sizes)
+    unless the variables' ranges decide it; each variant is the static structure with
+    symbolic bounds and strides."""
+    from ...core.symbolic import bounds
+    names = {v: f"sz{i}" for i, v in enumerate(svars)}
+    lo, hi = bounds(_sym_expr(work))
+    variants = [True] if lo >= PARALLEL_WORK else ([False] if hi < PARALLEL_WORK
+                                                    else [True, False])
+    nbuf = len(in_dtypes) + len(out_avals)
+    lines = [f'extern "C" void {b.fname}(void* const* st_args) {{']
+    for a in accs:
+        t = F.ptr_ctype(a.dt)
+        const = "const " if a in reads else ""
+        lines.append(f"  {const}{t}* __restrict p{a.id} = ({const}{t}*)st_args[{a.buf}];")
+    lines.append(f"  const int64_t* __restrict st_sz = (const int64_t*)st_args[{nbuf}];")
+    for i, (v, n) in enumerate(names.items()):
+        lines.append(f"  const int64_t {n} = st_sz[{i}];  // {v}")
+    saved = list(b.stores)   # an emitter may add stores (reductions over size-1 axes only)
+    bodies = []
+    for par in variants:
+        b.stores[:] = saved
+        bodies.append(_Emitter(b, dims, accs, reds, par, names).emit())
+    if len(bodies) == 1:
+        lines += ["  " + x for x in bodies[0]]
+    else:
+        lines.append(f"  if ({c_dim(work, names)} >= {PARALLEL_WORK}) {{")
+        lines += ["    " + x for x in bodies[0]]
+        lines.append("  } else {")
+        lines += ["    " + x for x in bodies[1]]
+        lines.append("  }")
+    lines.append("}")
+    size_exprs = list(svars)
+    for a in out_avals:
+        for d in a.shape:
+            e = _sym_expr(d)
+            if not _static(d) and e not in size_exprs:
+                size_exprs.append(e)
+    kernel = Kernel(b.fname, DIM_HELPERS + "\n".join(lines), in_dtypes, out_avals,
+                    int(min(hi, 1 << 62)), variants[0])
+    kernel.size_exprs = tuple(size_exprs)
+    return kernel
+
+
 class _Emitter:
-    def __init__(self, b, dims, accs, reds, par):
+    def __init__(self, b, dims, accs, reds, par, size_names=None):
         self.b, self.dims, self.accs, self.reds, self.par = b, dims, accs, reds, par
         self.reads = b.accesses
+        self.size_names = size_names    # shape variable -> C name (symbolic kernels)
+
+    def c(self, x):
+        """C expression of a size / stride (an int prints as itself)."""
+        return c_dim(x, self.size_names)
 
     # -- helpers --
     def _base(self, a, idx):
@@ -451,8 +537,8 @@ class _Emitter:
         terms = [str(a.offset)] if a.offset else []
         for d, var in idx.items():
             s = self.dims[d][2][a.id]
-            if s:
-                terms.append(f"{var} * {s}")
+            if _maybe_nonzero(s):
+                terms.append(f"{var} * {self.c(s)}")
         return " + ".join(terms) if terms else "0"
 
     def _bases(self, idx, accs):
@@ -467,6 +553,8 @@ class _Emitter:
         if inner is None:
             return f"b{a.id}[0]"
         s = self.dims[inner][2][a.id]
+        if not _static(s):
+            return f"b{a.id}[k * {self.c(s)}]"
         return f"b{a.id}[k]" if s == 1 else (f"b{a.id}[0]" if s == 0 else f"b{a.id}[k * {s}]")
 
     def _body(self, inner, red_mode):
@@ -478,8 +566,8 @@ class _Emitter:
             elem = self._elem(a, inner)
             if a.dt.kind == "b":
                 lines.append(f"const bool l{a.id} = ({elem} != 0);")
-            else:
-                lines.append(f"const {F.ctype(a.dt)} l{a.id} = {elem};")
+            else:   # low-precision floats widen to float here (cpp_lowp.py)
+                lines.append(f"const {F.ctype(a.dt)} l{a.id} = {F.load_expr(a.dt, elem)};")
         for st in self.b.stmts:
             lines.append(st.format(**loads))
         for a, val in self.b.stores:
@@ -492,15 +580,21 @@ class _Emitter:
                 lines.append(r.update_scalar(x))
         return lines
 
-    @staticmethod
-    def _decompose(var, sizes, names):
+    def _decompose(self, var, sizes, names):
         """Lines splitting flat index ``var`` into ``names`` over ``sizes`` (C order)."""
         lines = [f"int64_t q_ = {var};"] if len(sizes) > 1 else []
         if len(sizes) == 1:
             return [f"const int64_t {names[0]} = {var};"]
         for n, s in zip(reversed(names), reversed(sizes)):
+            s = self.c(s)
             lines.append(f"const int64_t {n} = q_ % {s}; q_ /= {s};")
         return lines
+
+    def _prod(self, sizes):
+        """The product of ``sizes`` (ints, DimExprs, C expressions): an int when static."""
+        if all(_static(x) or not isinstance(x, str) for x in sizes):
+            return math.prod(sizes)
+        return " * ".join(self.c(x) for x in sizes) or "1"
 
     def _pragma_par(self, extra=""):
         return [f"#pragma omp parallel for schedule(static){extra}"] if self.par else []
@@ -547,33 +641,46 @@ class _Emitter:
             K = dims[0][0]
             pragma = "#pragma omp parallel for simd schedule(static)" if self.par \
                 else "#pragma omp simd"
-            return self._bases({}, accs) + [pragma, f"for (int64_t k = 0; k < {K}; ++k) {{"] + \
+            return self._bases({}, accs) + [
+                pragma, f"for (int64_t k = 0; k < {self.c(K)}; ++k) {{"] + \
                 ["  " + x for x in self._body(0, red_mode)] + ["}"]
         inner = len(dims) - 1
         K = dims[inner][0]
         outer = list(range(inner))
         P = math.prod(dims[d][0] for d in outer)
         NB = 1
-        if self.par and P < _MIN_UNITS and K >= 1024:
+        lines = []
+        if not (_static(P) and _static(K)):
+            if self.par:   # blocks of the inner dim when the outer dims are few: at run time
+                NB, BK = "st_nb", "st_bk"
+                cP, cK = self.c(P), self.c(K)
+                lines += [f"const int64_t st_nb = ({cP} < {_MIN_UNITS} && {cK} >= 1024) ? "
+                          f"st_dim_min(({cK} + 511) / 512, ({_MIN_UNITS} + st_dim_max({cP}, 1)"
+                          f" - 1) / st_dim_max({cP}, 1)) : 1;",
+                          f"const int64_t st_bk = ({cK} + st_nb - 1) / st_nb;"]
+        elif self.par and P < _MIN_UNITS and K >= 1024:
             NB = min(-(-K // 512), -(-_MIN_UNITS // max(P, 1)))
-        BK = -(-K // NB)
-        names = [f"i{d}" for d in outer] + (["kb"] if NB > 1 else [])
-        sizes = [dims[d][0] for d in outer] + ([NB] if NB > 1 else [])
-        lines = self._pragma_par()
-        lines.append(f"for (int64_t p_ = 0; p_ < {P * NB}; ++p_) {{")
+        if _static(NB):
+            BK = -(-K // NB) if NB > 1 else K
+        blocked = not _static(NB) or NB > 1
+        names = [f"i{d}" for d in outer] + (["kb"] if blocked else [])
+        sizes = [dims[d][0] for d in outer] + ([NB] if blocked else [])
+        lines += self._pragma_par()
+        lines.append(f"for (int64_t p_ = 0; p_ < {self.c(self._prod([P, NB]))}; ++p_) {{")
         body = self._decompose("p_", sizes, names) if sizes else []
         idx = {d: f"i{d}" for d in outer}
         body += self._bases(idx, accs)
-        if NB > 1:
-            body += [f"const int64_t k0 = kb * {BK};",
-                     f"const int64_t k1 = k0 + {BK} < {K} ? k0 + {BK} : {K};"]
+        if blocked:
+            cB, cK = self.c(BK), self.c(K)
+            body += [f"const int64_t k0 = kb * {cB};",
+                     f"const int64_t k1 = k0 + {cB} < {cK} ? k0 + {cB} : {cK};"]
         else:
-            body += ["const int64_t k0 = 0;", f"const int64_t k1 = {K};"]
+            body += ["const int64_t k0 = 0;", f"const int64_t k1 = {self.c(K)};"]
         body += ["#pragma omp simd", "for (int64_t k = k0; k < k1; ++k) {"]
         body += ["  " + x for x in self._body(inner, red_mode)] + ["}"]
         return lines + ["  " + x for x in body] + ["}"]
 
-    def _row_reduction(self, red_dims):
+    def _row_reduction(self, red_dims, inside=None):
         """Reduced dims are the trailing ones: scalar accumulators per outer point."""
         dims = self.dims
         outer = [d for d in range(len(dims)) if d < red_dims[0]]
@@ -581,11 +688,17 @@ class _Emitter:
         inner = len(dims) - 1
         reads_stores = self.reads + [s for s, _ in self.b.stores]
         clauses = " ".join(r.clause() for r in self.reds)
-        inside = self.par and P < 2 * _MIN_UNITS   # parallelise the reduction itself
+        if inside is None and self.par and not _static(P):
+            # few outer points (run-time count): parallelise the reduction itself
+            return ([f"if ({self.c(P)} < {2 * _MIN_UNITS}) {{"]
+                    + ["  " + x for x in self._row_reduction(red_dims, True)] + ["} else {"]
+                    + ["  " + x for x in self._row_reduction(red_dims, False)] + ["}"])
+        if inside is None:
+            inside = self.par and P < 2 * _MIN_UNITS   # parallelise the reduction itself
         lines = []
         if not inside:
             lines += self._pragma_par()
-        lines.append(f"for (int64_t p_ = 0; p_ < {P}; ++p_) {{")
+        lines.append(f"for (int64_t p_ = 0; p_ < {self.c(P)}; ++p_) {{")
         body = self._decompose("p_", [dims[d][0] for d in outer], [f"i{d}" for d in outer]) \
             if outer else []
         body += self._init_reds()
@@ -601,7 +714,8 @@ class _Emitter:
         depth = 0
         for d, prag in loops:
             nest += ["  " * depth + x for x in prag]
-            nest.append("  " * depth + f"for (int64_t i{d} = 0; i{d} < {dims[d][0]}; ++i{d}) {{")
+            nest.append("  " * depth +
+                        f"for (int64_t i{d} = 0; i{d} < {self.c(dims[d][0])}; ++i{d}) {{")
             idx[d] = f"i{d}"
             depth += 1
         ind = "  " * depth
@@ -611,7 +725,7 @@ class _Emitter:
             nest.append(ind + f"#pragma omp parallel for simd schedule(static) {clauses}")
         else:
             nest.append(ind + f"#pragma omp simd {clauses}")
-        nest.append(ind + f"for (int64_t k = 0; k < {K}; ++k) {{")
+        nest.append(ind + f"for (int64_t k = 0; k < {self.c(K)}; ++k) {{")
         nest += [ind + "  " + x for x in self._body(inner, "scalar")]
         nest.append(ind + "}")
         for depth in range(len(loops) - 1, -1, -1):
@@ -627,26 +741,43 @@ class _Emitter:
         K = dims[inner][0]
         outer = [d for d in range(len(dims)) if d not in red_dims and d != inner]
         P = math.prod(dims[d][0] for d in outer)
-        BK = min(K, _ACC_BLOCK)
-        if self.par and P * (-(-K // BK)) < _MIN_UNITS:
-            BK = max(64, -(-K // -(-_MIN_UNITS // max(P, 1))))
-            BK = min(BK, K)
-        NB = -(-K // BK)
+        lines = []
+        if _static(K) and _static(P):
+            BK = min(K, _ACC_BLOCK)
+            if self.par and P * (-(-K // BK)) < _MIN_UNITS:
+                BK = max(64, -(-K // -(-_MIN_UNITS // max(P, 1))))
+                BK = min(BK, K)
+            NB = -(-K // BK)
+            acc_len = BK
+        else:   # the same blocking, computed at run time (BK <= _ACC_BLOCK)
+            cK, cP = self.c(K), self.c(P)
+            acc_len = min(K, _ACC_BLOCK) if _static(K) else _ACC_BLOCK
+            lines.append(f"int64_t st_bk = st_dim_min({cK}, {_ACC_BLOCK});")
+            if self.par:
+                q = str(-(-_MIN_UNITS // max(P, 1))) if _static(P) else \
+                    f"(({_MIN_UNITS} + st_dim_max({cP}, 1) - 1) / st_dim_max({cP}, 1))"
+                lines.append(f"if (st_bk > 0 && {cP} * (({cK} + st_bk - 1) / st_bk) < "
+                             f"{_MIN_UNITS}) st_bk = st_dim_min(st_dim_min(st_dim_max(64, "
+                             f"({cK} + {q} - 1) / {q}), {cK}), {_ACC_BLOCK});")
+            lines.append(f"const int64_t st_nb = st_bk > 0 ? ({cK} + st_bk - 1) / st_bk : 0;")
+            BK, NB = "st_bk", "st_nb"
         reads_stores = self.reads + [s for s, _ in self.b.stores]
-        lines = self._pragma_par()
-        lines.append(f"for (int64_t p_ = 0; p_ < {P * NB}; ++p_) {{")
+        lines += self._pragma_par()
+        lines.append(f"for (int64_t p_ = 0; p_ < {self.c(self._prod([P, NB]))}; ++p_) {{")
         names = [f"i{d}" for d in outer] + ["kb"]
         sizes = [dims[d][0] for d in outer] + [NB]
         body = self._decompose("p_", sizes, names)
-        body += [f"const int64_t k0 = kb * {BK};",
-                 f"const int64_t k1 = k0 + {BK} < {K} ? k0 + {BK} : {K};"]
+        cB, cK = self.c(BK), self.c(K)
+        body += [f"const int64_t k0 = kb * {cB};",
+                 f"const int64_t k1 = k0 + {cB} < {cK} ? k0 + {cB} : {cK};"]
         for r in self.reds:
-            body.append(f"{r.acc_t} {r.name}[{BK}];")
-            body.append(f"for (int64_t k = 0; k < {BK}; ++k) {r.name}[k] = {r.init()};")
+            body.append(f"{r.acc_t} {r.name}[{acc_len}];")
+            body.append(f"for (int64_t k = 0; k < {cB}; ++k) {r.name}[k] = {r.init()};")
         idx = {d: f"i{d}" for d in outer}
         nest = []
         for depth, d in enumerate(red_dims):
-            nest.append("  " * depth + f"for (int64_t i{d} = 0; i{d} < {dims[d][0]}; ++i{d}) {{")
+            nest.append("  " * depth +
+                        f"for (int64_t i{d} = 0; i{d} < {self.c(dims[d][0])}; ++i{d}) {{")
             idx[d] = f"i{d}"
         ind = "  " * len(red_dims)
         nest += [ind + x for x in self._bases(idx, reads_stores)]
@@ -659,15 +790,16 @@ class _Emitter:
         oidx = {d: f"i{d}" for d in outer}
         for r in self.reds:
             a = r.out_acc
-            t = F.ctype(r.dt)
+            value = F.acc_value(r.dt, f"{r.name}[k - k0]")
             s = self.dims[inner][2][a.id]
             body.append(f"for (int64_t k = k0; k < k1; ++k) p{a.id}[({self._base(a, oidx)})"
-                        f" + k * {s}] = {_stored(a, f'({t}){r.name}[k - k0]')};")
+                        f" + k * {self.c(s)}] = {_stored(a, value)};")
         return lines + ["  " + x for x in body] + ["}"]
 
 
 def _stored(acc, value):
-    return f"(uint8_t)({value})" if acc.dt.kind == "b" else value
+    # bool as uint8_t; low-precision floats round to their format's bits (cpp_lowp.py)
+    return F.store_expr(acc.dt, value)
 
 
 def module_source(kernels) -> str:

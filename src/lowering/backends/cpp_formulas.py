@@ -7,6 +7,13 @@ then runs the primitive's NumPy implementation). Each formula reproduces the Num
 (the ``impl`` of the primitive) including NaN / inf / -0.0, integer wrap-around (kernels are built
 with ``-fwrapv``), integer division by zero (0, as NumPy) and shifts past the bit width.
 
+float16, bfloat16, float8_e4m3fn, float8_e5m2 and float4_e2m1fn values are held in ``float``
+(``ctype``) and stored as their bits (``ptr_ctype``, ``load_expr`` / ``store_expr``): a formula
+with such an operand or result is the float32 formula rounded to the result's format, as NumPy's
+float16 loops and ml_dtypes' ufuncs compute (``_render_lowp``, ``_convert_lowp``; the C++
+conversions and their rules are in cpp_lowp.py). ``spacing`` and ``nextafter`` of these formats
+(defined on their bit patterns) and float16 / bfloat16 -> uint32 / uint64 stay NumPy's.
+
 At import, ``install()`` stores each formula as ``prim.scalar_formula`` (a ``CppFormula``).
 The table lives here for now; it belongs next to each primitive in its family file.
 
@@ -21,7 +28,10 @@ import ctypes.util
 import functools
 import math
 
+import ml_dtypes
 import numpy as np
+
+from . import cpp_lowp as LP
 
 CTYPES = {
     np.dtype(np.bool_): "bool", np.dtype(np.int8): "int8_t", np.dtype(np.int16): "int16_t",
@@ -33,18 +43,64 @@ FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def ctype(dt) -> str:
-    return CTYPES[np.dtype(dt)]
+    """The C++ type of a value of ``dt`` in a kernel (low-precision floats are held in float)."""
+    dt = np.dtype(dt)
+    return "float" if dt in LP.FORMATS else CTYPES[dt]
 
 
 def ptr_ctype(dt) -> str:
     """The C++ element type of a buffer: bool buffers are read and written as uint8_t (GCC
-    does not vectorise loops that load or store C++ bool)."""
+    does not vectorise loops that load or store C++ bool); low-precision floats as their bits."""
     dt = np.dtype(dt)
+    if dt in LP.FORMATS:
+        return LP.storage_ctype(dt)
     return "uint8_t" if dt.kind == "b" else CTYPES[dt]
 
 
 def supported_dtype(dt) -> bool:
-    return np.dtype(dt) in CTYPES
+    dt = np.dtype(dt)
+    return dt in CTYPES or dt in LP.FORMATS
+
+
+def is_lowp(dt) -> bool:
+    """True for float16 / bfloat16 / float8 / float4 (held in float, rounded per operation)."""
+    return np.dtype(dt) in LP.FORMATS
+
+
+def has_nan(dt) -> bool:
+    dt = np.dtype(dt)
+    return LP.has_nan(dt) if dt in LP.FORMATS else dt.kind == "f"
+
+
+def lowest(dt):
+    """Identity of a max reduction over floats of ``dt``: -inf, or the most negative value."""
+    return LP.lowest(dt) if is_lowp(dt) else -np.inf
+
+
+def highest(dt):
+    return LP.highest(dt) if is_lowp(dt) else np.inf
+
+
+def load_expr(dt, elem) -> str:
+    """C++ expression of the value of buffer element ``elem`` (of ``ptr_ctype(dt)``)."""
+    dt = np.dtype(dt)
+    if dt in LP.FORMATS:
+        return LP.load(dt, elem)
+    return f"({elem} != 0)" if dt.kind == "b" else elem
+
+
+def acc_value(dt, acc) -> str:
+    """C++ value of dtype ``dt`` from a reduction accumulator (low-precision floats: rounded
+    to the format, NaN payloads dropped as numpy_ref's float32 accumulation does)."""
+    return LP.rounded(dt, f"(float)({acc})") if is_lowp(dt) else f"({ctype(dt)}){acc}"
+
+
+def store_expr(dt, value) -> str:
+    """C++ expression storing the value ``value`` into an element of ``ptr_ctype(dt)``."""
+    dt = np.dtype(dt)
+    if dt in LP.FORMATS:
+        return LP.store(dt, value)
+    return f"(uint8_t)({value})" if dt.kind == "b" else value
 
 
 # ---- literals ------------------------------------------------------------------------------------
@@ -53,6 +109,8 @@ def literal(value, dt) -> str:
     """Exact C++ literal of ``value`` as dtype ``dt``."""
     dt = np.dtype(dt)
     v = np.asarray(value).astype(dt)[()]
+    if dt in LP.FORMATS:   # held in float: the float32 literal of the rounded value
+        return literal(np.float32(v), np.float32)
     if dt.kind == "b":
         return "true" if bool(v) else "false"
     if dt.kind == "f":
@@ -313,7 +371,7 @@ template <class T> ST_INLINE T st_nan_to_num(T x, T nan, T posinf, T neginf) {
 
 @functools.lru_cache(maxsize=None)
 def prelude() -> str:
-    return _HELPERS.replace("%(decls)s", _decls()) + "\n"
+    return _HELPERS.replace("%(decls)s", _decls()) + LP.HELPERS + "\n"
 
 
 # ---- the formulas --------------------------------------------------------------------------------
@@ -491,12 +549,135 @@ def _convert(x, src, dst):
     return f"({ctype(dst)})({x})"
 
 
+# ---- low-precision floats (see cpp_lowp.py) ----------------------------------------------------
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_U32_U64 = (np.dtype(np.uint32), np.dtype(np.uint64))
+# Results that are values of the operands' format whenever the operands are (selections, sign
+# changes, integral rounding): no rounding step.
+_LOWP_EXACT = frozenset(("where", "abs", "negative", "maximum", "minimum", "fmax", "fmin",
+                         "clip", "clamp", "conj", "real", "stop_gradient", "copysign", "sign",
+                         "heaviside"))
+# Defined on the format's own bit patterns by NumPy / ml_dtypes: left to them.
+_LOWP_NUMPY = frozenset(("spacing", "nextafter"))
+_ML_DTYPES = frozenset(LP.FORMATS) - {LP.FLOAT16}   # formats whose ufuncs are ml_dtypes'
+_F16_MINMAX = {"maximum": "st_hmax", "minimum": "st_hmin", "fmax": "st_hfmax", "fmin": "st_hfmin"}
+
+
+def _render_lowp(name, a, dts, out, params):
+    """A primitive with a low-precision operand or result: the float32 formula on the widened
+    operands, rounded to the result's format (NumPy's float16 loops and ml_dtypes' ufuncs
+    compute each operation in float32 and round its result)."""
+    if name == "convert_element_type":
+        return _convert_lowp(a[0], dts[0], out)
+    if name in _LOWP_NUMPY:
+        return None
+    dt = dts[0]
+    if name == "signbit":
+        # from the bits: GCC 12 crashes (internal compiler error) vectorising __builtin_signbit
+        # after the integer widening
+        return f"((bool)(st_fbits({a[0]}) >> 31))"
+    dts32 = [_F32 if is_lowp(d) else d for d in dts]
+    out32 = _F32 if is_lowp(out) else out
+    if name == "nan_to_num":
+        fi = ml_dtypes.finfo(out)
+        nan = literal(params.get("nan", 0.0) or 0.0, out)
+        hi = literal(fi.max if params.get("posinf") is None else params["posinf"], out)
+        lo = literal(fi.min if params.get("neginf") is None else params["neginf"], out)
+        return f"st_nan_to_num<float>({a[0]}, {nan}, {hi}, {lo})"
+    # NumPy's float16 maximum / minimum keep the first operand on ties (+-0), ml_dtypes' the
+    # second (as st_max / st_min)
+    mx, mn = ("st_hmax", "st_hmin") if dt == LP.FLOAT16 else ("st_max<float>", "st_min<float>")
+    if name in _F16_MINMAX and dt == LP.FLOAT16:
+        return f"{_F16_MINMAX[name]}({a[0]}, {a[1]})"
+    if name == "clamp":
+        return f"{mn}({mx}({a[0]}, {a[1]}), {a[2]})"
+    if name == "sign" and dt in _ML_DTYPES:   # ml_dtypes: sign(+-0) is the zero itself
+        return f"({a[0]} == 0.0f ? {a[0]} : st_sign<float>({a[0]}))"
+    if name == "floor_divide" and dt in _ML_DTYPES:
+        # ml_dtypes: x // 0 is x / 0 with a positive NaN (float4 turns the NaN's sign into a 0's)
+        return LP.rounded(out, f"({a[1]} == 0.0f ? st_pnan({a[0]} / {a[1]}) : "
+                               f"st_ffloordiv<float>({a[0]}, {a[1]}))")
+    if name == "remainder" and dt in _ML_DTYPES:   # ml_dtypes: x % 0 is +NaN
+        return LP.rounded(out, f"({a[1]} == 0.0f ? st_bitsf(0x7fc00000u) : "
+                               f"st_fremainder<float>({a[0]}, {a[1]}))")
+    if name == "heaviside" and dt == LP.FLOAT16:   # NumPy: heaviside(NaN, h) is the quiet NaN
+        return f"({a[0]} != {a[0]} ? st_bitsf(0x7fc00000u) : st_heaviside<float>({a[0]}, {a[1]}))"
+    if name == "clip":   # bounds rounded to the format first, as the NumPy implementation does
+        x = a[0]
+        if params.get("lo") is not None:
+            x = f"{mx}({x}, {literal(params['lo'], dt)})"
+        if params.get("hi") is not None:
+            x = f"{mn}({x}, {literal(params['hi'], dt)})"
+        return x
+    if name == "round" and dt == LP.FLOAT16 and int(params.get("decimals", 0)) != 0:
+        # NumPy rounds float16 in float16 steps: x * 10**d (or x / 10**-d), rint, then back.
+        d = int(params["decimals"])
+        f = literal(10.0 ** abs(d), dt)
+        op1, op2 = ("*", "/") if d > 0 else ("/", "*")
+        y = LP.rounded(dt, f"{a[0]} {op1} {f}")
+        return LP.rounded(dt, f"nearbyintf({y}) {op2} {f}")
+    expr = _render(name, a, dts32, out32, params)
+    if expr is None:
+        return None
+    if is_lowp(out) and name not in _LOWP_EXACT:
+        return LP.rounded(out, expr)
+    return expr
+
+
+def _convert_lowp(x, src, dst):
+    """convert_element_type with a low-precision side, as NumPy's / ml_dtypes' casts (checked
+    on every stored pattern): one rounding from float32 (ints: from their C cast to float);
+    ml_dtypes narrows float64 through float32, NumPy's float16 directly."""
+    if src == dst:
+        return x
+    if dst.kind == "b":
+        return f"({x} != 0)"
+    if is_lowp(dst):
+        if src.kind == "b":
+            return f"({x} ? 1.0f : 0.0f)"
+        if src == _F64:
+            if dst == LP.FLOAT16:
+                return f"st_from_f16(st_to_f16_d({x}))"
+            return LP.rounded(dst, f"(float)({x})")
+        if src in (LP.BFLOAT16, LP.E5M2) and dst == LP.FLOAT16:
+            return LP.rounded(dst, f"st_qnan({x})")   # ml_dtypes drops the NaN payload here
+        if is_lowp(src) or src == _F32:
+            return LP.rounded(dst, x)
+        if src.kind in "iu":
+            return LP.rounded(dst, f"(float)({x})")
+        return None
+    if src == LP.E5M2:
+        x = f"st_qnan({x})"   # kernels keep float8_e5m2 NaN payloads; casts quieten them
+    if dst == _F32:
+        return x
+    if dst == _F64:
+        return f"st_f16_to_f64({x})" if src == LP.FLOAT16 else f"(double)({x})"
+    if dst.kind not in "iu":
+        return None
+    t = ctype(dst)
+    if src in (LP.FLOAT16, LP.BFLOAT16):
+        # the float32 casts (checked); uint32 / uint64 left to NumPy, as for float32
+        return None if dst in _U32_U64 else _convert(x, _F32, dst)
+    # float8 / float4: |x| <= 57344, so the 64-bit conversion is exact and wraps for unsigned
+    base = f"({t})st_f2i64({x})" if dst in _U32_U64 else _convert(x, _F32, dst)
+    if src == LP.E4M3FN:
+        return f"({x} != {x} ? ({t})0 : {base})"   # ml_dtypes: NaN -> 0
+    if src == LP.E5M2:           # NaN -> 0, +-inf saturate
+        info = np.iinfo(dst)
+        sat = f"({x} > 0 ? {literal(info.max, dst)} : {literal(info.min, dst)})"
+        return f"({x} != {x} ? ({t})0 : (__builtin_isinf({x}) ? {sat} : {base}))"
+    return base
+
+
 def render(name, args, in_dtypes, out_dtype, params):
     """C++ expression for one element of ``name`` or None (unsupported: runs through NumPy)."""
     dts = [np.dtype(d) for d in in_dtypes]
     out = np.dtype(out_dtype)
     if not all(supported_dtype(d) for d in dts) or not supported_dtype(out):
         return None
+    if is_lowp(out) or any(is_lowp(d) for d in dts):
+        return _render_lowp(name, list(args), dts, out, params)
     expr = _render(name, list(args), dts, out, params)
     if expr is None:
         return None

@@ -4,8 +4,17 @@ Every complex value computed by a supported equation is represented by two real 
 and imaginary parts, of the matching float dtype); supported equations are rewritten on the parts:
 ``add``, ``subtract``, ``multiply``, ``divide`` (Smith's algorithm, with NumPy's branch for a zero
 divisor), ``negative``, ``conj``, ``real``, ``imag``, ``abs`` (``hypot``), ``square``,
-``reciprocal``, ``exp``, ``equal`` / ``not_equal``, ``isnan`` / ``isinf`` / ``isfinite``,
-``where``, ``convert_element_type``, the view primitives and ``reduce_sum``.
+``reciprocal``, ``equal`` / ``not_equal``, ``isnan`` / ``isinf`` / ``isfinite``, ``where``,
+``convert_element_type``, the view primitives, ``reduce_sum``; part by part ``rint``, ``round``
+and ``nan_to_num``; and the elementary functions of complex_math.py (``exp``, ``exp2``,
+``expm1``, ``log``, ``log2``, ``log10``, ``log1p``, ``sqrt``, ``sin``, ``cos``, ``tan``,
+``sinh``, ``cosh``, ``tanh``, ``arcsin``, ``arccos``, ``arctan``, ``arcsinh``, ``arccosh``,
+``arctanh``, ``sign``, ``pow``), which match the NumPy reference including special values.
+
+``reduce_prod`` of complex values is kept whole (it runs through NumPy on the cpp backend): its
+running complex product couples the two parts at every step, which the real reductions of the
+fused kernels cannot express, and a polar rewrite (product of moduli, sum of angles) would
+change its rounding and its special values.
 
 Where a complex value enters (program inputs, constants, results of other equations such as a
 complex ``dot_general``) it is split with ``real`` / ``imag`` (which a fused kernel reads in place,
@@ -23,6 +32,7 @@ from ...core import dtypes
 from ...core.avals import ShapedArray
 from ...core.ir import Equation, Literal, Program, Var
 from ...core.primitive import Primitive
+from . import complex_math as CM
 from .util import map_subprograms
 
 # ---- complex_pack: (re, im) -> re + 1j * im ------------------------------------------------------
@@ -214,8 +224,8 @@ class _Decomposer:
         if name == "abs":
             xr, xi = self.split(ins[0])
             return b.op("hypot", xr, xi)
-        if name == "exp":
-            return self._exp(self.split(ins[0]))
+        if name in _UNARY or name in _PARTWISE or name == "pow":
+            return self._math(name, ins, out, eqn.params)
         if name in ("equal", "not_equal"):
             (ar, ai), (br, bi) = self.split(ins[0]), self.split(ins[1])
             join = "logical_and" if name == "equal" else "logical_or"
@@ -324,25 +334,26 @@ class _Decomposer:
                   b.op("negative", b.op("divide", one, d2)))
         return re, im
 
-    def _exp(self, x):
+    def _math(self, name, ins, out, params):
+        """The elementary functions (complex_math.py): accurate ones in float64, NumPy's own
+        formulas in the operand's precision, part-wise ones on each part."""
         b = self.b
-        xr, xi = x
-        rdt = (xr if isinstance(xr, Var) else xi).aval.dtype
-        e = b.op("exp", xr)
-        re = b.op("multiply", e, b.op("cos", xi))
-        im = b.op("multiply", e, b.op("sin", xi))
-        # C99 / NumPy special values: a zero imaginary part stays exact (exp(inf + 0j) is
-        # inf + 0j); with a non-finite imaginary part exp(+inf + iy) is inf + nan j and
-        # exp(-inf + iy) is 0 + 0j.
-        real_axis = b.op("equal", xi, b.lit(0, rdt))
-        re = b.op("where", real_axis, e, re)
-        im = b.op("where", real_axis, xi, im)
-        bad_im = b.op("logical_not", b.op("isfinite", xi))
-        pos = b.op("logical_and", bad_im, b.op("equal", xr, b.lit(np.inf, rdt)))
-        neg = b.op("logical_and", bad_im, b.op("equal", xr, b.lit(-np.inf, rdt)))
-        re = b.op("where", neg, b.lit(0, rdt), b.op("where", pos, b.lit(np.inf, rdt), re))
-        im = b.op("where", neg, b.lit(0, rdt), b.op("where", pos, b.lit(np.nan, rdt), im))
-        return re, im
+        rdt = dtypes.real_dtype(np.dtype(out.aval.dtype))
+        xr, xi = (CM.R(b, p) for p in self.split(ins[0]))
+        if name in _PARTWISE:
+            res = (CM.op(name, xr, **params), CM.op(name, xi, **params))
+        elif name == "pow":
+            res = CM.c_pow((xr, xi), tuple(CM.R(b, p) for p in self.split(ins[1])))
+        else:
+            fn, accurate = _UNARY[name]
+            if accurate:
+                res = fn(CM.to(xr, CM.F64), CM.to(xi, CM.F64))
+                res = tuple(CM.to(p, rdt) for p in res)
+            else:
+                res = fn(xr, xi)
+            if name in _LOG_SCALE:
+                res = tuple(p * rdt.type(_LOG_SCALE[name]) for p in res)
+        return tuple(_as_var(b, p.v, out) if isinstance(p.v, Var) else p.v for p in res)
 
 
 def _as_var(b, x, out):
@@ -352,6 +363,23 @@ def _as_var(b, x, out):
     return b.op("broadcast_in_dim", x, shape=tuple(out.aval.shape),
                 broadcast_dimensions=tuple(range(len(out.aval.shape) - len(x.aval.shape),
                                                  len(out.aval.shape))))
+
+
+# name -> (formula, computed in float64?)
+_UNARY = {
+    "exp": (CM.c_exp, False), "exp2": (CM.c_exp2, False), "expm1": (CM.c_expm1, False),
+    "log1p": (CM.c_log1p, False), "sign": (CM.c_sign, False),
+    "log": (CM.c_log, True), "log2": (CM.c_log, True), "log10": (CM.c_log, True),
+    "sqrt": (CM.c_sqrt, True), "sin": (CM.c_sin, True), "cos": (CM.c_cos, True),
+    "tan": (CM.c_tan, True), "sinh": (CM.c_sinh, True), "cosh": (CM.c_cosh, True),
+    "tanh": (CM.c_tanh, True), "arcsin": (CM.c_asin, True), "arccos": (CM.c_acos, True),
+    "arctan": (CM.c_atan, True), "arcsinh": (CM.c_asinh, True),
+    "arccosh": (CM.c_acosh, True), "arctanh": (CM.c_atanh, True),
+}
+# NumPy's log2 / log10 of complex: both parts of log times log2(e) / log10(e), in the dtype
+_LOG_SCALE = {"log2": 1.442695040888963407359924681001892137,
+              "log10": 0.434294481903251827651128918916605082}
+_PARTWISE = ("rint", "round", "nan_to_num")
 
 
 def _full(b, x, like):

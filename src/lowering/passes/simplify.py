@@ -4,12 +4,17 @@
 ``-0.0 + 0.0`` is ``+0.0``, so that one is not an identity), ``negative(negative(x))``, and
 no-op ``convert_element_type`` / ``reshape`` / ``transpose`` / ``broadcast_in_dim``. A rewrite
 only applies when the replacement has the same shape, dtype and weak type.
+
+A real float32/float64 ``dot_general`` that is an outer product (contracting dims of size 1, as
+vmap(grad) makes for per-example weight gradients) becomes an elementwise multiply, with a
+following ``transpose`` of it folded in (see outer_product.py).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...core.ir import Literal, Program
+from .outer_product import outer_product_eqns
 from .util import map_subprograms, with_eqns
 
 
@@ -67,13 +72,53 @@ def _rewrite(eqn, producers):
     return cand if _same_type(cand, out) else None
 
 
+def _outer(eqn, outer, uses, eqns):
+    """Equations replacing a dot_general outer product, or a transpose of one whose result has
+    no other use (the operands are laid out transposed instead, and the first rewrite is dropped
+    from ``eqns``); None otherwise."""
+    name = eqn.primitive.name
+    if name == "dot_general":
+        dot, perm, old = eqn, None, ()
+    elif name == "transpose" and eqn.invars[0] in outer:
+        dot, perm0, orig, old = outer[eqn.invars[0]]
+        if uses.get(orig, 0) != 1:
+            return None
+        perm = tuple(eqn.params["permutation"])
+        perm = perm if perm0 is None else tuple(perm0[p] for p in perm)
+    else:
+        return None
+    new = outer_product_eqns(dot, perm)
+    if new is None:
+        return None
+    if old:
+        drop = {id(e) for e in old}
+        eqns[:] = [e for e in eqns if id(e) not in drop]
+    outer[new[-1].outvars[0]] = (dot, perm, eqn.outvars[0], new)
+    return new
+
+
 def simplify(prog: Program) -> Program:
     """``prog`` with exact algebraic identities applied (see module docstring)."""
     rename, producers, eqns = {}, {}, []
+    uses = {}
+    for eqn in prog.eqns:
+        for v in eqn.invars:
+            if not isinstance(v, Literal):
+                uses[v] = uses.get(v, 0) + 1
+    for v in prog.outvars:
+        if not isinstance(v, Literal):
+            uses[v] = uses.get(v, 0) + 1
+    # result Var of a rewritten outer product -> (dot eqn, perm, original Var, its equations)
+    outer = {}
     for eqn in prog.eqns:
         eqn = map_subprograms(eqn, simplify)
         invars = [v if isinstance(v, Literal) else rename.get(v, v) for v in eqn.invars]
         eqn = type(eqn)(eqn.primitive, invars, eqn.outvars, eqn.params)
+        new = _outer(eqn, outer, uses, eqns)
+        if new is not None:
+            eqns.extend(new)
+            rename[eqn.outvars[0]] = new[-1].outvars[0]
+            continue
         if not eqn.primitive.multiple_results:
             repl = _rewrite(eqn, producers)
             if repl is not None:

@@ -1,0 +1,400 @@
+"""buffer_reuse: the memory plan of a scheduled (fused) Program -- which kernel outputs are
+written into a buffer that is dead (or donated) at that point instead of a fresh allocation.
+
+Runs last in the cpp backend's passes (after fusion and DCE), on the Program in schedule order.
+It changes no computation: every kernel equation (``fused_kernel``, ``fused_matmul``) that gets
+a plan carries the param ``reuse``, a tuple with one entry per kernel output:
+
+* ``None``: allocate a fresh output;
+* ``("eqn", k, m)``: write into the buffer of output ``m`` of equation ``k`` of this Program;
+* ``("in", i)``: write into the buffer of invar ``i``, donated by the caller
+  (``compile(..., donate_argnums=)``; the schedule gets that buffer only after a run-time check,
+  else it allocates: donation is a hint).
+
+A buffer B (a value produced by a kernel, by a primitive known to allocate its result, or a
+donated invar) may receive output j of kernel equation e when, for the *alias class* of B:
+
+* no member of the class is read after e, nor is a program output, a non-donated invar or a
+  constant. The class groups values that may share memory: any result of a primitive that is
+  not known to allocate (views such as reshape / transpose / broadcast / real / imag / slices,
+  control flow that may return an operand unchanged, anything unknown) may alias every one of
+  its inputs, and its class is their union;
+* either no member is read by e itself (the buffer died earlier: its deletion is deferred to e),
+  or e reads only B itself, at input positions that are *in place* for output j: inside the
+  kernel that input is read by no view (reshape, transpose, broadcast, real / imag), it has
+  the output's shape (hence the kernel's loop shape: no broadcast) and item size (not
+  complex), output j is an elementwise result (not a reduction) and depends on it. Every loop
+  point of a kernel is visited once, loading each input once and storing after the loads it
+  depends on, so each element is read before the same element is written. A reduction in the
+  same kernel (horizontal fusion) may read that input too: it uses the same load. In a
+  ``fused_matmul`` the same holds for its epilogue: an epilogue input (e.g. the weight ``w`` of
+  ``w - lr * (x.T @ g)``) may take an epilogue output, never a matrix operand;
+* B's size in bytes equals output j's (the dtype may differ: the schedule reinterprets the
+  bytes) and is at least ``min_bytes`` (env ``STARLING_REUSE_MIN_BYTES``, default 64 KiB;
+  donated buffers have no minimum): below that, a fresh allocation costs less than the checks.
+
+Each class gives its memory at most once. The plan is greedy in schedule order and prefers, for
+each output: an input it overwrites in place that is a kernel output or donated ("pooled":
+when such a buffer dies the launcher's pool or the caller keeps its memory anyway), then a dead
+pooled buffer (the one that died first; a NumPy result only if it died at the previous
+equation), then a NumPy result overwritten in place. A NumPy result's memory returns to malloc
+when it dies, where NumPy's next allocation (the next sort, cumsum, matmul...) finds it; the
+launcher's pool serves only kernel outputs. So taking a NumPy buffer while a pooled one sits
+idle, or keeping a dead NumPy buffer alive for a later kernel, could raise the peak.
+
+Inside control-flow bodies (while / switch / scan) the same plan runs on each body, whose
+invars (loop carries, scanned slices, operands) are never reused: at the first iteration they
+are the caller's buffers (a carry's buffer could be reused from the second iteration on; not
+done). Set ``STARLING_BUFFER_REUSE=0`` to turn the pass off.
+
+The plan is static; before overwriting an intermediate the schedule re-checks at run time that
+nothing else references it (src/lowering/buffers.py: a live view, a second name, a user's
+array all hold a reference), so an aliasing the classes missed costs an allocation, not data.
+A donated buffer is checked by ``compile`` before the call (nothing outside the program sees
+it); inside the program it relies on the classes above (views made from it by the program).
+What no run-time check can see, and the rules above must get right, is how the kernel itself
+reads the buffer it overwrites. Reuse is for kernel outputs only: NumPy-implemented primitives
+(matmul, sort, ...) allocate their results themselves.
+"""
+from __future__ import annotations
+
+import os
+from collections import defaultdict, deque
+
+import numpy as np
+
+from ...core.ir import Equation, Program, Var
+from ..fused import fused_kernel_p
+from ..fused_matmul import fused_matmul_p, split
+from .fusion import REDUCE_PRIMITIVES, VIEW_PRIMITIVES
+
+DEFAULT_MIN_BYTES = 1 << 16
+# Native kernels, launched with ``k.run(sizes, outs, ...)``: their outputs can be planned.
+KERNELS = (fused_kernel_p, fused_matmul_p)
+
+# Primitives whose implementation always returns newly allocated arrays (never a view of, or
+# the same object as, an input). Results of any other primitive are assumed to alias inputs.
+ALLOCATING = frozenset({
+    "dot_general", "sort", "argsort", "searchsorted", "top_k", "cumsum", "cumprod", "cummax",
+    "cummin", "gather", "scatter", "concatenate", "pad", "iota", "argwhere", "choose",
+})
+_NOT_ELEMENTWISE = frozenset(VIEW_PRIMITIVES) | {"real", "imag", "complex_pack"}
+
+
+def buffer_reuse(prog: Program, donated=None, min_bytes=None) -> Program:
+    """``prog`` with a ``reuse`` param on every kernel equation that has a plan.
+
+    Args:
+        prog: the scheduled Program (after fusion); sub-Programs of control flow are planned too.
+        donated: None or one bool per invar of ``prog``: invars whose buffers the caller donates.
+        min_bytes: smallest intermediate buffer worth reusing (default: env
+            ``STARLING_REUSE_MIN_BYTES`` or 64 KiB).
+    Returns:
+        A Program with the same equations (same sub-Programs of kernels), some with ``reuse``.
+    """
+    if os.environ.get("STARLING_BUFFER_REUSE", "1") in ("0", "false", "False", "off"):
+        return prog
+    if min_bytes is None:
+        min_bytes = int(os.environ.get("STARLING_REUSE_MIN_BYTES", DEFAULT_MIN_BYTES))
+    if donated is not None and len(donated) != len(prog.invars):
+        raise ValueError(f"buffer_reuse: donated has {len(donated)} entries for a Program with "
+                         f"{len(prog.invars)} inputs")
+    eqns = [_plan_bodies(e, min_bytes) for e in prog.eqns]
+    planned = plan(Program(prog.constvars, prog.consts, prog.invars, eqns, prog.outvars),
+                   donated, min_bytes)
+    changed = any(a is not b for a, b in zip(eqns, prog.eqns))
+    out = []
+    for k, e in enumerate(eqns):
+        if e.primitive in KERNELS and (k in planned or "reuse" in e.params):
+            params = {n: p for n, p in e.params.items() if n != "reuse"}
+            if k in planned:
+                params["reuse"] = planned[k]
+            e = Equation(e.primitive, e.invars, e.outvars, params)
+            changed = True
+        out.append(e)
+    if not changed:
+        return prog
+    return Program(prog.constvars, prog.consts, prog.invars, out, prog.outvars, prog.effects)
+
+
+def _plan_bodies(eqn, min_bytes):
+    """``eqn`` with its control-flow sub-Programs planned (kernel bodies are left alone)."""
+    if eqn.primitive in KERNELS:
+        return eqn
+    params, changed = {}, False
+    for name, p in eqn.params.items():
+        if isinstance(p, Program):
+            q = buffer_reuse(p, None, min_bytes)
+        elif isinstance(p, tuple) and p and all(isinstance(x, Program) for x in p):
+            q = tuple(buffer_reuse(x, None, min_bytes) for x in p)
+            q = p if all(a is b for a, b in zip(p, q)) else q
+        else:
+            q = p
+        changed |= q is not p
+        params[name] = q
+    return Equation(eqn.primitive, eqn.invars, eqn.outvars, params) if changed else eqn
+
+
+# ---- the plan ---------------------------------------------------------------------------------
+
+class _Classes:
+    """Union-find over Vars: the may-alias classes."""
+
+    def __init__(self):
+        self.parent = {}
+
+    def find(self, v):
+        root = self.parent.setdefault(v, v)
+        while self.parent[root] is not root:
+            root = self.parent[root]
+        while v is not root:                 # path compression
+            self.parent[v], v = root, self.parent[v]
+        return root
+
+    def union(self, a, b):
+        ra, rb = self.find(a), self.find(b)
+        if ra is not rb:
+            self.parent[rb] = ra
+
+
+def plan(prog: Program, donated=None, min_bytes=DEFAULT_MIN_BYTES) -> dict:
+    """``{equation index: reuse tuple}`` for the kernel equations of ``prog`` that can write
+    an output into an existing buffer (see the module docstring for the rules)."""
+    eqns = prog.eqns
+    n = len(eqns)
+    cls = _Classes()
+    last = {}                        # Var -> index of the last equation reading it (n: output)
+    born = {}                        # Var -> index of the producing equation (-1: inputs)
+    cands = {}                       # Var -> reference of a buffer that may be reused
+    pinned = set(prog.constvars)
+    for v in prog.constvars:
+        born[v] = -1
+    for i, v in enumerate(prog.invars):
+        born[v] = -1
+        size = _nbytes(v.aval)
+        if donated is not None and donated[i] and size is not None and size != 0:
+            cands[v] = ("in", i)
+        else:
+            pinned.add(v)
+    for k, e in enumerate(eqns):
+        for v in e.invars:
+            if isinstance(v, Var):
+                last[v] = k
+        alloc = e.primitive in KERNELS or e.primitive.name in ALLOCATING
+        for m, o in enumerate(e.outvars):
+            born[o] = k
+            if alloc:
+                cands[o] = ("eqn", k, m)
+        if not alloc:
+            ins = [v for v in e.invars if isinstance(v, Var)]
+            for o in e.outvars:
+                for v in ins:
+                    cls.union(o, v)
+                cls.union(o, e.outvars[0])
+    for v in prog.outvars:
+        if isinstance(v, Var):
+            last[v] = n
+            pinned.add(v)
+    members = defaultdict(list)
+    for v in born:
+        members[cls.find(v)].append(v)
+    dead_at = defaultdict(list)      # equation index of the last use -> classes
+    for r, ms in members.items():
+        if any(v in pinned for v in ms) or not any(v in cands for v in ms):
+            continue
+        dead_at[max(last.get(v, born[v]) for v in ms)].append(r)
+
+    # Kernel outputs and donated buffers are "pooled": when they die the launcher's pool (or
+    # the caller) keeps their memory anyway, so writing into them costs nothing; the memory of
+    # a NumPy result goes back to malloc when it dies, where NumPy's own next allocation finds
+    # it, so keeping one alive for a later kernel can raise the peak.
+    pooled = {v for v, ref in cands.items()
+              if ref[0] == "in" or eqns[ref[1]].primitive in KERNELS}
+    ctx = _Ctx(eqns, cls, members, cands, pooled, min_bytes)
+    out = {}
+    ctx.release(dead_at[-1])                       # donated invars nobody reads
+    for k, e in enumerate(eqns):
+        if k > 0:
+            ctx.release(dead_at[k - 1])
+        if e.primitive not in KERNELS:
+            continue
+        entry = [None] * len(e.outvars)
+        for j, o in enumerate(e.outvars):
+            size = _nbytes(o.aval)
+            if size is None or (isinstance(size, int) and size == 0):
+                continue
+            # Preference: overwrite a pooled input in place, then a pooled dead buffer (or a
+            # NumPy one that died just before), then a NumPy result in place.
+            entry[j] = (ctx.in_place(e, j, size, dead_at[k], pooled=True)
+                        or ctx.dead_buffer(o, size)
+                        or ctx.in_place(e, j, size, dead_at[k], pooled=False))
+        if any(r is not None for r in entry):
+            out[k] = tuple(entry)
+    return out
+
+
+class _Ctx:
+    """The state of the greedy plan: classes, candidates, dead buffers by size, classes already
+    given away."""
+
+    def __init__(self, eqns, cls, members, cands, pooled, min_bytes):
+        self.eqns, self.cls, self.members, self.cands = eqns, cls, members, cands
+        self.pooled, self.min_bytes = pooled, min_bytes
+        self.consumed = set()
+        self.free = defaultdict(deque)   # size key -> (class, Var) of dead pooled buffers
+        self.recent = {}                 # size key -> [(class, Var)]: NumPy results that died
+        #                                  at the previous equation
+
+    def _big_enough(self, v, size):
+        return self.cands[v][0] == "in" or not isinstance(size, int) or size >= self.min_bytes
+
+    def release(self, roots):
+        """The classes ``roots`` died at the previous equation: their buffers become free."""
+        recent = defaultdict(list)
+        for r in roots:
+            for v in self.members[r]:
+                size = _nbytes(v.aval)
+                if v in self.cands and size is not None and self._big_enough(v, size):
+                    bucket = self.free if v in self.pooled else recent
+                    bucket[_size_key(size)].append((r, v))
+        self.recent = recent
+
+    def in_place(self, e, j, size, dying, pooled):
+        """A buffer read by kernel ``e`` for the last time that output ``j`` can overwrite."""
+        ok = _in_place_ok if e.primitive is fused_kernel_p else _gemm_in_place_ok
+        sub = e.params["program"]
+        for r in dying:
+            if r in self.consumed:
+                continue
+            read = {v for v in e.invars if isinstance(v, Var) and self.cls.find(v) is r}
+            if len(read) != 1:
+                continue         # not read here (died with this equation's outputs) / 2 aliases
+            u = read.pop()
+            if u not in self.cands or (u in self.pooled) != pooled \
+                    or not _same_size(_nbytes(u.aval), size) or not self._big_enough(u, size):
+                continue
+            positions = [i for i, v in enumerate(e.invars) if v is u]
+            if all(ok(sub, i, j) for i in positions):
+                self.consumed.add(r)
+                return self.cands[u]
+        return None
+
+    def dead_buffer(self, o, size):
+        """The buffer of a class that died before this equation with ``size`` bytes (the same
+        dtype and shape as ``o`` preferred, among the first few): pooled buffers first, in the
+        order they died, then NumPy results that died at the previous equation."""
+        key = _size_key(size)
+        dt = np.dtype(o.aval.dtype)
+        for bucket in (self.free.get(key), self.recent.get(key)):
+            if not bucket:
+                continue
+            if isinstance(bucket, deque):
+                while bucket and bucket[0][0] in self.consumed:
+                    bucket.popleft()
+            best = None
+            for n, (r, v) in enumerate(bucket):
+                if n >= 8:
+                    break
+                if r in self.consumed:
+                    continue
+                exact = np.dtype(v.aval.dtype) == dt and _same_shape(v.aval.shape, o.aval.shape)
+                if best is None or exact:
+                    best = (r, v)
+                if exact:
+                    break
+            if best is not None:
+                self.consumed.add(best[0])
+                return self.cands[best[1]]
+        return None
+
+
+def _gemm_in_place_ok(sub, i, j):
+    """In-place test for a ``fused_matmul``: the GEMM computes each block of rows of the product
+    into a scratch block, or into the product's own output when that is an output, then runs the
+    epilogue over the block (src/lowering/backends/cpp_gemm.py). So an epilogue input may be
+    overwritten by an epilogue output under the elementwise rule; the matrix operands (invars 0
+    and 1, read across rows and columns) and the product output never take part."""
+    dot, epi, emit = split(sub)
+    j_epi = j - 1 if emit else j
+    if i < 2 or j_epi < 0:
+        return False
+    return _in_place_ok(epi, i - 1, j_epi)
+
+
+def _in_place_ok(sub, i, j):
+    """Does kernel ``sub`` read its input ``i`` only at the index where it writes output ``j``,
+    before writing it? (See the module docstring.)"""
+    x, o = sub.invars[i], sub.outvars[j]
+    if not isinstance(o, Var) or o in sub.invars:
+        return False
+    dx, do = np.dtype(x.aval.dtype), np.dtype(o.aval.dtype)
+    if dx.kind == "c" or do.kind == "c" or dx.itemsize != do.itemsize:
+        return False
+    if not _same_shape(x.aval.shape, o.aval.shape):
+        return False
+    for e in sub.eqns:
+        name = e.primitive.name
+        if name in _NOT_ELEMENTWISE and any(v is x for v in e.invars):
+            return False
+        if any(v is o for v in e.outvars) and (name in _NOT_ELEMENTWISE
+                                               or name in REDUCE_PRIMITIVES):
+            return False
+    needed = {o}
+    for e in reversed(sub.eqns):
+        if any(v in needed for v in e.outvars):
+            needed.update(v for v in e.invars if isinstance(v, Var))
+    return x in needed
+
+
+# ---- sizes (static ints or symbolic dims) --------------------------------------------------------
+
+def _nbytes(aval):
+    """Size in bytes: an int, a sympy expression for symbolic dims, or None (unknown dtype)."""
+    try:
+        total = np.dtype(aval.dtype).itemsize
+    except TypeError:
+        return None
+    for d in aval.shape:
+        if isinstance(d, (int, np.integer)):
+            total = total * int(d)
+        elif hasattr(d, "expr"):
+            total = total * d.expr
+        else:
+            return None
+    return total
+
+
+def _size_key(size):
+    """A dict key equal for equal sizes: the int, or the expanded symbolic expression."""
+    if isinstance(size, int):
+        return size
+    import sympy
+    return sympy.srepr(sympy.expand(sympy.sympify(size)))
+
+
+def _same_size(a, b):
+    if a is None or b is None:
+        return False
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b
+    import sympy
+    return sympy.expand(sympy.sympify(a) - sympy.sympify(b)) == 0
+
+
+def _same_shape(a, b):
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        if isinstance(x, (int, np.integer)) and isinstance(y, (int, np.integer)):
+            if int(x) != int(y):
+                return False
+        elif not _same_size(_dim(x), _dim(y)):
+            return False
+    return True
+
+
+def _dim(d):
+    if isinstance(d, (int, np.integer)):
+        return int(d)
+    return getattr(d, "expr", None)
+

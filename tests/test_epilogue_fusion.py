@@ -1,0 +1,412 @@
+"""Matmul epilogue fusion on the cpp backend (passes/epilogue.py, fused_matmul.py, cpp_gemm.py).
+
+Every case is compiled twice, each time as ONE shared object for all cases: with the default
+GEMM block size, and with tiny blocks (a few rows, so every product runs as many blocks plus a
+partial tail block). Each compiled result is compared with the same optimised Program run by
+the NumPy reference interpreter (numpy_ref), and the test checks whether the pass fired.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import starling as st
+import starling.numpy as snp
+from starling import tree
+from starling.core.ir import Program, eval_program
+from starling.lowering import backends, cache
+from starling.lowering.backends import cpp_gemm
+from starling.lowering.fused import fused_kernel_p
+from starling.lowering.fused_matmul import fused_matmul_p
+from starling.lowering.passes.epilogue import epilogue_fusion
+from starling.lowering.pipeline import run_pipeline
+from starling.nn import functional as Fn
+from starling.transforms.stage import make_ir
+
+pytestmark = [pytest.mark.skipif(cache.find_compiler() is None, reason="no C++ compiler"),
+              pytest.mark.skipif(cpp_gemm.blas() is None, reason="no CBLAS gemm found")]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cache_dir(tmp_path_factory):
+    keys = ("STARLING_CACHE_DIR", "STARLING_CPP_STRICT", "STARLING_CPP_EPILOGUE")
+    old = {k: os.environ.get(k) for k in keys}
+    os.environ["STARLING_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
+    os.environ["STARLING_CPP_STRICT"] = "1"
+    os.environ.pop("STARLING_CPP_EPILOGUE", None)
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape, dt=np.float32):
+    return RNG.standard_normal(shape).astype(dt)
+
+
+def mlp_loss(params, x, y):
+    h = x
+    for i, (w, b) in enumerate(params):
+        h = h @ w + b
+        if i < len(params) - 1:
+            h = snp.maximum(h, 0.0)
+    logp = h - snp.log(snp.sum(snp.exp(h - snp.max(h, axis=-1, keepdims=True)), axis=-1,
+                                keepdims=True)) - snp.max(h, axis=-1, keepdims=True)
+    return -snp.sum(logp * y) / x.shape[0]
+
+
+def _mlp_grad(w1, b1, w2, b2, x, y):
+    return st.grad(mlp_loss)([(w1, b1), (w2, b2)], x, y)
+
+
+def _softmax(x, w, b):
+    h = x @ w + b
+    e = snp.exp(h - snp.max(h, axis=-1, keepdims=True))
+    return e / snp.sum(e, axis=-1, keepdims=True)
+
+
+def _scan_body(w, xs):
+    def body(c, x):
+        return snp.tanh(c @ w + x), snp.sum(c)
+    return st.scan(body, xs[0], xs)
+
+
+NAN_X = rand(33, 20)
+NAN_X[3, 4], NAN_X[7, 0], NAN_X[10, 10] = np.nan, np.inf, -np.inf
+
+# name: (function, inputs, number of fused_matmul equations expected; None: any number)
+CASES = {
+    "bias_relu": (lambda x, w, b: snp.maximum(x @ w + b, 0.0), [rand(37, 50), rand(50, 70),
+                                                                rand(70)], 1),
+    "tanh": (lambda x, w: snp.tanh(x @ w), [rand(40, 30), rand(30, 64)], 1),
+    "gelu_erf": (lambda x, w, b: Fn.gelu(x @ w + b), [rand(41, 16), rand(16, 48), rand(48)], 1),
+    "gelu_tanh": (lambda x, w: Fn.gelu(x @ w, approximate="tanh"), [rand(41, 16), rand(16, 48)],
+                  1),
+    "silu": (lambda x, w: Fn.silu(x @ w), [rand(20, 16), rand(16, 24)], 1),
+    "scale": (lambda x, w: (x @ w) * 0.125 + 1.0, [rand(29, 31), rand(31, 33)], 1),
+    "lhs_t": (lambda a, w, b: snp.maximum(a.T @ w + b, 0.0), [rand(50, 37), rand(50, 70),
+                                                              rand(70)], 1),
+    "rhs_t": (lambda x, w, b: snp.maximum(x @ w.T + b, 0.0), [rand(37, 50), rand(70, 50),
+                                                              rand(70)], 1),
+    "both_t": (lambda a, w: snp.tanh(a.T @ w.T), [rand(50, 37), rand(70, 50)], 1),
+    "perm3d": (lambda x, w: snp.tanh(snp.transpose(x, (1, 0, 2)) @ w),
+               [rand(4, 3, 12), rand(12, 10)], 1),
+    "contract_t3d": (lambda x, w: snp.tanh(snp.einsum("kbt,kn->btn", x, w)),
+                     [rand(12, 3, 4), rand(12, 10)], 1),
+    "float64": (lambda x, w, b: snp.maximum(x @ w + b, 0.0),
+                [rand(37, 50, dt=np.float64), rand(50, 70, dt=np.float64),
+                 rand(70, dt=np.float64)], 1),
+    "float64_lhs_t": (lambda a, w: snp.exp(a.T @ w * 0.1),
+                      [rand(19, 23, dt=np.float64), rand(19, 45, dt=np.float64)], 1),
+    "softmax": (_softmax, [rand(45, 20), rand(20, 30), rand(30)], None),
+    "row_sum": (lambda x, w: snp.sum(snp.maximum(x @ w, 0.0), axis=-1),
+                [rand(50, 9), rand(9, 40)], 1),
+    "emit_dot": (lambda x, w, b: (snp.maximum(x @ w + b, 0.0), x @ w),
+                 [rand(37, 50), rand(50, 70), rand(70)], 1),
+    "emit_dot_used_later": (lambda x, w: (lambda d: (snp.tanh(d) * 2.0, d.T @ x))(x @ w),
+                            [rand(36, 12), rand(12, 36)], None),
+    # another reader of the product comes before the group: the fused equation takes the
+    # product's place
+    "emit_dot_used_before": (lambda x, w, b: (snp.sort(x @ w, axis=-1),
+                                              snp.maximum(x @ w + b, 0.0)),
+                             [rand(21, 8), rand(8, 19), rand(19)], 1),
+    "cast_bool": (lambda x, w: ((x @ w) > 0.0).astype(snp.float32) + (x @ w > 1.0),
+                  [rand(21, 8), rand(8, 19)], 1),
+    "cast_f64": (lambda x, w: (x @ w).astype(snp.float64) * 3.0, [rand(21, 8), rand(8, 19)], 1),
+    "residual": (lambda x, w, b: snp.maximum(x @ w + b, 0.0) + x, [rand(40, 40), rand(40, 40),
+                                                                   rand(40)], 1),
+    "same_operand": (lambda x: x @ x.T + 1.0, [rand(30, 17)], 1),
+    "two_products": (lambda x, w1, y, w2: snp.tanh(x @ w1 + y @ w2),
+                     [rand(22, 13), rand(13, 18), rand(22, 7), rand(7, 18)], 1),
+    "batch_rows": (lambda x, w, b: snp.maximum(x @ w + b, 0.0), [rand(3, 17, 12), rand(12, 20),
+                                                                 rand(20)], 1),
+    "vec_mat": (lambda v, w: snp.tanh(v @ w), [rand(12), rand(12, 33)], 1),
+    "mat_vec": (lambda w, v: snp.tanh(w @ v), [rand(33, 12), rand(12)], 1),
+    "m1": (lambda x, w, b: snp.maximum(x @ w + b, 0.0), [rand(1, 50), rand(50, 70), rand(70)], 1),
+    "m257": (lambda x, w, b: snp.maximum(x @ w + b, 0.0), [rand(257, 5), rand(5, 70), rand(70)],
+             1),
+    "n1": (lambda x, w, b: snp.maximum(x @ w + b, 0.0), [rand(37, 50), rand(50, 1), rand(1)], 1),
+    # K = 1 may become an outer product (simplify) before the backend sees it
+    "k1": (lambda x, w, b: snp.maximum(x @ w + b, 0.0), [rand(37, 1), rand(1, 70), rand(70)],
+           None),
+    "m0": (lambda x, w, b: snp.maximum(x @ w + b, 0.0), [rand(0, 5), rand(5, 7), rand(7)], 0),
+    "n0": (lambda x, w: snp.tanh(x @ w), [rand(4, 5), rand(5, 0)], 0),
+    "k0": (lambda x, w, b: snp.maximum(x @ w + b, 0.0), [rand(4, 0), rand(0, 7), rand(7)], 0),
+    "nan_inf": (lambda x, w, b: snp.maximum(x @ w + b, 0.0) * 2.0, [NAN_X, rand(20, 24),
+                                                                    rand(24)], 1),
+    # Must NOT fuse: the product is read transposed (as well as directly), or integer.
+    "transposed_read": (lambda x, w, c: (lambda d: snp.maximum(d.T * 2.0 + d + c, 0.0))(x @ w),
+                        [rand(24, 10), rand(10, 24), rand(24, 24)], 0),
+    "int_product": (lambda x, w: (x @ w) * 2, [np.arange(12, dtype=np.int32).reshape(3, 4),
+                                                np.arange(20, dtype=np.int32).reshape(4, 5)], 0),
+    # Column reductions fuse only when the product is one block (see test_column_reduction).
+    "column_sum": (lambda x, w, b: snp.sum(snp.maximum(x @ w + b, 0.0), axis=0),
+                   [rand(64, 9), rand(9, 40), rand(40)], None),
+    "mlp_grad": (_mlp_grad, [rand(16, 24) * 0.3, rand(24) * 0.1, rand(24, 10) * 0.3,
+                             rand(10) * 0.1, rand(32, 16), np.eye(10, dtype=np.float32)[
+                                 RNG.integers(0, 10, 32)]], None),
+    "scan": (_scan_body, [rand(6, 6) * 0.5, rand(5, 4, 6)], None),
+    "vmap": (lambda x, w: st.vmap(lambda r: snp.tanh(r @ w))(x), [rand(11, 9), rand(9, 14)], 1),
+}
+
+
+def _count(prog, prim=fused_matmul_p):
+    n = 0
+    for e in prog.eqns:
+        n += e.primitive is prim
+        for p in e.params.values():
+            if isinstance(p, Program) and e.primitive is not fused_matmul_p:
+                n += _count(p, prim)
+            elif isinstance(p, tuple) and p and all(isinstance(q, Program) for q in p):
+                n += sum(_count(q, prim) for q in p)
+    return n
+
+
+def _compile_all():
+    progs, refs, args = [], [], []
+    for f, arrays in ((f, a) for f, a, _ in CASES.values()):
+        xs = [snp.asarray(a) for a in arrays]
+        prog = run_pipeline(make_ir(f)(*xs))
+        progs.append(prog)
+        refs.append(eval_program(prog, prog.consts, *xs))
+        args.append(xs)
+    exes = backends.get_backend("cpp").compile_many(progs)
+    return {name: (exe, ref, xs) for name, exe, ref, xs in zip(CASES, exes, refs, args)}
+
+
+@pytest.fixture(scope="module")
+def compiled(_cache_dir):
+    return _compile_all()
+
+
+@pytest.fixture(scope="module")
+def compiled_tiny(_cache_dir):
+    """Everything compiled with blocks of ~2 KiB (a few rows each)."""
+    old = cpp_gemm.BLOCK_BYTES, cpp_gemm.MIN_ROWS
+    cpp_gemm.BLOCK_BYTES, cpp_gemm.MIN_ROWS = 2048, 1
+    try:
+        return _compile_all()
+    finally:
+        cpp_gemm.BLOCK_BYTES, cpp_gemm.MIN_ROWS = old
+
+
+def assert_close(got, want):
+    got_l, want_l = tree.leaves(got), tree.leaves(want)
+    assert len(got_l) == len(want_l)
+    for g, w in zip(got_l, want_l):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype, (g.shape, w.shape, g.dtype, w.dtype)
+        if g.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, w)
+            continue
+        # BLAS may sum in another order (blocks, threads): float32 ulps of the products.
+        tol = 1e-12 if g.dtype == np.float64 else 2e-5
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol,
+                                   atol=tol, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("blocks", ["default", "tiny"])
+def test_fused_matches_numpy_ref(name, blocks, request):
+    exe, ref, xs = request.getfixturevalue("compiled" if blocks == "default" else
+                                           "compiled_tiny")[name]
+    assert_close(exe(None, xs), ref)
+    want = CASES[name][2]
+    if want is not None:
+        assert _count(exe.program) == want, exe.program
+
+
+def test_expected_fusions_fire(compiled, compiled_tiny):
+    # the cases marked "any number" still fuse something where they should
+    for name in ("softmax", "emit_dot_used_later", "mlp_grad", "scan"):
+        assert _count(compiled[name][0].program) >= 1, name
+    # a scan body's product + tanh are fused inside the body
+    assert _count(compiled["scan"][0].program) == 1
+
+
+def test_column_reduction(compiled, compiled_tiny):
+    # one block (the whole product in cache): the column sum joins the epilogue; several
+    # blocks: it cannot (rows of other blocks), so it stays a separate kernel.
+    assert _count(compiled["column_sum"][0].program) == 1
+    assert _count(compiled_tiny["column_sum"][0].program) == 0
+
+
+def test_mlp_grad_all_products_fused(compiled):
+    # every product whose result feeds a fused group is fused (the two left are weight
+    # gradients returned as they are)
+    prog = compiled["mlp_grad"][0].program
+    dots = {e.outvars[0] for e in prog.eqns if e.primitive.name == "dot_general"}
+    read = {v for e in prog.eqns if e.primitive is fused_kernel_p for v in e.invars}
+    assert _count(prog) == 3 and len(dots) == 2 and not dots & read, prog
+
+
+def test_emit_dot_is_written(compiled_tiny):
+    exe, ref, xs = compiled_tiny["emit_dot"]
+    eq = [e for e in exe.program.eqns if e.primitive is fused_matmul_p]
+    assert len(eq) == 1 and len(eq[0].outvars) == 2
+    x, w, b = (np.asarray(a._buf) for a in xs)
+    relu, d = exe(None, xs)
+    np.testing.assert_allclose(np.asarray(d), x @ w, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(np.asarray(relu), np.maximum(x @ w + b, 0), rtol=2e-5,
+                               atol=2e-5)
+
+
+def test_transposed_operands_become_trans_flags(compiled):
+    """``a.T @ w`` (a transpose equation feeding the product) reads ``a`` itself: no strided
+    view is copied for the kernel; a transpose reordering free dims stays a transpose."""
+    for name in ("lhs_t", "rhs_t", "both_t"):
+        prog = compiled[name][0].program
+        assert [e.primitive for e in prog.eqns] == [fused_matmul_p], (name, prog)
+        assert "st_gemm(1" in compiled[name][0].source or "st_gemm(0, 1" in \
+            compiled[name][0].source
+    prog = compiled["perm3d"][0].program
+    assert [e.primitive.name for e in prog.eqns] == ["transpose", "fused_matmul"]
+
+
+def test_independent_reference_bias_relu(compiled):
+    exe, _, xs = compiled["lhs_t"]
+    a, w, b = (np.asarray(x._buf).astype(np.float64) for x in xs)
+    got = np.asarray(exe(None, xs)[0])
+    np.testing.assert_allclose(got, np.maximum(a.T @ w + b, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_source_calls_blas_blockwise(compiled_tiny):
+    src = compiled_tiny["bias_relu"][0].source
+    assert "st_gemm(" in src and "_tail(st_e, r0)" in src and "st_gemm_init" in src
+
+
+def test_loop_fallback_without_blas(compiled_tiny):
+    """A library whose BLAS addresses were never set computes the product with plain loops."""
+    exe, ref, xs = compiled_tiny["lhs_t"]
+    lib = ctypes.CDLL(exe.library_path)
+    lib.st_gemm_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    lib.st_gemm_init(None, None, 1)
+    try:
+        assert_close(exe(None, xs), ref)
+    finally:
+        cpp_gemm.init_library(lib)
+    assert_close(exe(None, xs), ref)
+
+
+def test_threads_share_a_kernel(monkeypatch):
+    """The scratch block is per thread: concurrent calls (GIL released) stay correct."""
+    monkeypatch.setattr(cpp_gemm, "BLOCK_BYTES", 64 << 10)   # 18 rows: 17 blocks per call
+    monkeypatch.setattr(cpp_gemm, "MIN_ROWS", 1)
+    x, w, b = rand(300, 64), rand(64, 900), rand(900)
+    st_f = st.compile(lambda x, w, b: snp.maximum(x @ w + b, 0.0), backend="cpp")
+    args = [snp.asarray(a) for a in (x, w, b)]
+    want = np.maximum(x.astype(np.float64) @ w + b, 0)
+    assert _count(st_f.lower(*args).executable.program) == 1
+    errors = []
+
+    def work():
+        for _ in range(5):
+            got = np.asarray(st_f(*args))
+            if not np.allclose(got, want, rtol=1e-4, atol=1e-4):
+                errors.append(float(np.abs(got - want).max()))
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_disabled_by_env_and_without_blas(monkeypatch):
+    f = lambda x, w, b: snp.maximum(x @ w + b, 0.0)  # noqa: E731
+    xs = [snp.asarray(a) for a in (rand(9, 5), rand(5, 6), rand(6))]
+    prog = run_pipeline(make_ir(f)(*xs))
+    ref = eval_program(prog, prog.consts, *xs)
+    monkeypatch.setenv("STARLING_CPP_EPILOGUE", "0")
+    exe = backends.get_backend("cpp").compile(prog)
+    assert _count(exe.program) == 0 and _count(exe.program, fused_kernel_p) == 1
+    assert_close(exe(None, xs), ref)
+    monkeypatch.delenv("STARLING_CPP_EPILOGUE")
+    monkeypatch.setattr(cpp_gemm, "blas", lambda: None)
+    exe = backends.get_backend("cpp").compile(prog)
+    assert _count(exe.program) == 0
+    assert_close(exe(None, xs), ref)
+
+
+def test_fused_program_runs_on_numpy_ref_and_transforms(compiled):
+    """fused_matmul's impl / JVP / batching rules (those of fused_kernel on its sub-Program)."""
+    exe, ref, xs = compiled["bias_relu"]
+    prog = exe.program
+    assert_close(eval_program(prog, prog.consts, *xs), ref)
+
+    def f(x):
+        return snp.sum(eval_program(prog, prog.consts, x, *xs[1:])[0])
+
+    def g(x):
+        return snp.sum(snp.maximum(x @ xs[1] + xs[2], 0.0))
+    np.testing.assert_allclose(np.asarray(st.grad(f)(xs[0])), np.asarray(st.grad(g)(xs[0])),
+                               rtol=1e-5, atol=1e-5)
+    batch = snp.stack([xs[0], xs[0] * 2.0])
+    got = st.vmap(lambda x: eval_program(prog, prog.consts, x, *xs[1:])[0])(batch)
+    want = st.vmap(lambda x: snp.maximum(x @ xs[1] + xs[2], 0.0))(batch)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
+
+
+def test_pass_placement_and_refusal():
+    """The pass keeps dependency order and leaves the Program alone when validate refuses."""
+    f = lambda x, w, b: (lambda d: (snp.maximum(d + b, 0.0), snp.sum(d)))(x @ w)  # noqa: E731
+    xs = [snp.asarray(a) for a in (rand(9, 5), rand(5, 6), rand(6))]
+    from starling.lowering.backends.cpp import CppPolicy, cpp_passes
+    policy = CppPolicy()
+    passes = [p for p in cpp_passes(policy) if p[0] in ("complex_decompose", "fusion")]
+    prog = run_pipeline(run_pipeline(make_ir(f)(*xs)), passes=passes)
+    assert epilogue_fusion(prog, lambda p: False) is prog
+    assert epilogue_fusion(prog, None) is prog
+    fused = epilogue_fusion(prog, lambda p: True)
+    assert _count(fused) == 1
+    from starling.core.ir import check_program
+    check_program(fused)
+    assert_close(eval_program(fused, fused.consts, *xs), eval_program(prog, prog.consts, *xs))
+
+
+def test_block_rows(monkeypatch):
+    """Blocks hold at most BLOCK_BYTES, are balanced, and are refused when too thin or when
+    the epilogue reduces over rows that span several blocks."""
+    from starling.lowering.backends.cpp_codegen import NotFusible
+    monkeypatch.setattr(cpp_gemm, "BLOCK_BYTES", 4096 * 4)
+    monkeypatch.setattr(cpp_gemm, "MIN_ROWS", 4)
+
+    def plan(M, N, dt=np.float32):
+        return cpp_gemm.GemmPlan(np.dtype(dt), M, N, 3, False, False, 1, (M, N))
+    assert cpp_gemm.block_rows(plan(16, 256), False) == 16           # one block: 16 KiB
+    assert cpp_gemm.block_rows(plan(16, 256), True) == 16
+    assert cpp_gemm.block_rows(plan(17, 256), False) == 9            # 2 blocks of 9 and 8
+    assert cpp_gemm.block_rows(plan(100, 256), False) == 15          # 7 blocks, last 10
+    assert cpp_gemm.block_rows(plan(100, 128, np.float64), False) == 15
+    with pytest.raises(NotFusible, match="reduces over the rows"):
+        cpp_gemm.block_rows(plan(17, 256), True)
+    with pytest.raises(NotFusible, match="too wide"):
+        cpp_gemm.block_rows(plan(100, 2048), False)                  # 2 rows per block
+
+
+def test_epilogue_threads_only_with_one_block(monkeypatch):
+    """OpenMP in the epilogue when the product is one block (and the work is large); never
+    between the BLAS calls of several blocks."""
+    from starling.lowering.backends import cpp_codegen
+    from starling.lowering.backends.cpp import CppPolicy, cpp_passes
+    f = lambda x, w, b: snp.tanh(x @ w + b)  # noqa: E731
+    xs = [snp.asarray(a) for a in (rand(300, 64), rand(64, 900), rand(900))]
+    passes = [p for p in cpp_passes(CppPolicy()) if p[0] in ("fusion", "epilogue")]
+    prog = run_pipeline(run_pipeline(make_ir(f)(*xs)), passes=passes)
+    (eqn,) = [e for e in prog.eqns if e.primitive is fused_matmul_p]
+    monkeypatch.setattr(cpp_codegen, "PARALLEL_WORK", 1)
+    one = cpp_gemm.render(eqn.params["program"], "k").source
+    assert "omp parallel" in one and "_tail" not in one
+    monkeypatch.setattr(cpp_gemm, "BLOCK_BYTES", 64 << 10)
+    monkeypatch.setattr(cpp_gemm, "MIN_ROWS", 1)
+    several = cpp_gemm.render(eqn.params["program"], "k").source
+    assert "omp parallel" not in several and "k_tail(st_e, r0)" in several
