@@ -410,3 +410,18 @@ def test_epilogue_threads_only_with_one_block(monkeypatch):
     monkeypatch.setattr(cpp_gemm, "MIN_ROWS", 1)
     several = cpp_gemm.render(eqn.params["program"], "k").source
     assert "omp parallel" not in several and "k_tail(st_e, r0)" in several
+
+
+def test_refused_fused_matmul_is_inlined(compiled):
+    """A fused_matmul the backend cannot render (re-validated by the pass) becomes its plain
+    product and epilogue equations again."""
+    exe, ref, xs = compiled["emit_dot"]
+    prog = exe.program
+    assert _count(prog) == 1
+    plain = epilogue_fusion(prog, lambda p: False)
+    assert _count(plain) == 0
+    assert [e.primitive.name for e in plain.eqns][0] == "dot_general"
+    from starling.core.ir import check_program
+    check_program(plain)
+    assert_close(eval_program(plain, plain.consts, *xs), ref)
+    assert epilogue_fusion(prog, lambda p: True) is prog

@@ -243,8 +243,8 @@ class Compiled:
         if trace is EVAL_TRACE and not kwargs and self._fast is not None:
             # Fast path (cpp helper): plain Array positional args whose signature was seen.
             sig = [(a._buf.shape, a._buf.dtype, a._weak) for a in args if type(a) is Array]
-            hit = self._fast.get((self.backend or _backends._DEFAULT[0], *sig)) \
-                if len(sig) == len(args) else None
+            name = self.backend or _backends._DEFAULT[0] or _backends.default_backend_name()
+            hit = self._fast.get((name, *sig)) if len(sig) == len(args) else None
             if hit is not None:
                 exe, consts, out_tree = hit
                 if self.donate_argnums:
@@ -369,7 +369,9 @@ def compile(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(
         dynamic_shapes: a ``ShapesSpec`` (starling.transforms.dynamic_spec): the declared dims
             are symbolic, so one compilation serves every size in range. A function decorated
             with ``@dynamic_spec`` carries its own; giving both is a ValueError.
-        backend: "numpy_ref", "cpp", ... (default: set_default_backend's choice).
+        backend: "cpp" (native kernels), "numpy_ref" (interpreter, the oracle), ... Default:
+            set_default_backend's choice, else $STARLING_BACKEND, else "cpp" when a C++
+            compiler is found, else "numpy_ref".
     Returns:
         A ``Compiled`` callable with ``lower(*args)`` and ``num_compiles``.
     Raises:

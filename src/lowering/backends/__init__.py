@@ -3,11 +3,17 @@
 A backend is an object with ``name``, ``supports(primitive) -> bool`` and
 ``compile(program) -> Executable`` where ``Executable(*consts, *args) -> list of Arrays``
 and ``Executable.source`` is the generated source text (or None).
+
+The process-wide default is ``cpp`` (native kernels) when a C++ compiler is found, else
+``numpy_ref``; the environment variable ``STARLING_BACKEND`` or ``set_default_backend`` overrides
+it. It is decided on first use, so ``import starling`` never looks for a compiler.
 """
 from __future__ import annotations
 
+import os
+
 _BACKENDS = {}
-_DEFAULT = ["numpy_ref"]
+_DEFAULT = [None]   # resolved by default_backend_name() on first use
 
 
 def register_backend(backend):
@@ -22,7 +28,7 @@ def get_backend(name=None):
     Raises:
         ValueError: unknown backend name (lists the available ones).
     """
-    name = _DEFAULT[0] if name is None else name
+    name = default_backend_name() if name is None else name
     if name not in _BACKENDS:
         _load_builtin(name)
     try:
@@ -47,5 +53,13 @@ def set_default_backend(name):
 
 
 def default_backend_name():
-    """The name of the process-wide default backend."""
+    """The name of the process-wide default backend: ``set_default_backend``'s choice, else
+    ``$STARLING_BACKEND``, else "cpp" when a C++ compiler is available, else "numpy_ref"."""
+    if _DEFAULT[0] is None:
+        name = os.environ.get("STARLING_BACKEND")
+        if not name:
+            from ..cache import find_compiler
+            name = "cpp" if find_compiler() is not None else "numpy_ref"
+        get_backend(name)
+        _DEFAULT[0] = name
     return _DEFAULT[0]

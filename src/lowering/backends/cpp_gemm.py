@@ -25,8 +25,9 @@ a product up to 16 MiB is one block (one BLAS call) and larger ones are split in
 as fit; the fused kernel saves a dispatch and the intermediate's allocation (one spare scratch
 block, at most ``BLOCK_BYTES``, is kept per library between calls) and, for products that stay
 in cache (a training batch's layers), the intermediate's round trip through memory. A product
-whose rows are so wide that fewer than ``MIN_ROWS`` (128) fit in a block is left unfused. With one block the epilogue may also reduce over rows (bias gradients:
-column sums); with several, only over the column dims (softmax-style rows).
+whose rows are so wide that fewer than ``MIN_ROWS`` (128) fit in a block is left unfused. With
+one block the epilogue may also reduce over rows (bias gradients: column sums); with several,
+only over the column dims (softmax-style rows).
 
 Threading: blocks run in order and BLAS threads each block's product with its own pool. With
 one block the epilogue follows cpp_codegen's PARALLEL_WORK rule like any fused kernel (OpenMP
@@ -353,10 +354,12 @@ extern "C" void st_gemm_init(void* s, void* d, int ilp64) {
 
 #define ST_NOINLINE __attribute__((noinline))
 
+// The fallback is never hot: compiled at -O1 (the -O3 vectorised variants of these loops cost
+// a quarter second of compile time per shared object).
 template <class T>
-ST_NOINLINE static void st_gemm_loops(bool ta, bool tb, int64_t m, int64_t n, int64_t k,
-                                      const T* a, int64_t lda, const T* b, int64_t ldb, T* c,
-                                      int64_t ldc) {
+__attribute__((noinline, optimize("O1"))) static void st_gemm_loops(
+    bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+    int64_t ldb, T* c, int64_t ldc) {
   for (int64_t i = 0; i < m; ++i) {
     for (int64_t j = 0; j < n; ++j) c[i * ldc + j] = 0;
     for (int64_t p = 0; p < k; ++p) {
