@@ -8,6 +8,7 @@ import numbers
 
 import numpy as np
 
+from ..core.symbolic import DimExpr
 from ..core.trace import Tracer
 from .array import Array
 
@@ -34,7 +35,8 @@ _METHODS = {
 }
 _PROPERTIES = {"real": "real", "imag": "imag", "T": "_T", "mT": "_mT", "flat": None}
 
-_ARRAY_LIKE = (Array, Tracer, numbers.Number, np.ndarray, np.generic, list, tuple)
+# DimExpr: a symbolic dim on the left (``x.shape[0] * x``) stages dim_value like ``x * n``.
+_ARRAY_LIKE = (Array, Tracer, numbers.Number, np.ndarray, np.generic, list, tuple, DimExpr)
 
 
 def _binary(fn):

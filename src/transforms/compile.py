@@ -15,7 +15,7 @@ import functools
 import inspect
 
 from .. import tree as tree_util
-from ..arrays.array import Array
+from ..arrays.array import Array, wrap
 from ..arrays.convert import operand
 from ..core.avals import ShapedArray
 from ..core.trace import EVAL_TRACE, EvalTrace, current_trace
@@ -325,11 +325,17 @@ class Compiled:
         # argument returned unchanged): the output is a new Array that stays valid. (The
         # caller checked the range of donate_argnums before the call.)
         gone = _DonatedBuffer(self._name())
+        donated = []
         for n in self.donate_argnums:
             arg = args[n]
-            for leaf in (arg,) if type(arg) is Array else tree_util.leaves(arg):
-                if type(leaf) is Array:
-                    leaf._buf = gone
+            donated += [x for x in ((arg,) if type(arg) is Array else tree_util.leaves(arg))
+                        if type(x) is Array]
+        ids = {id(x) for x in donated}
+        for i, o in enumerate(outs):
+            if id(o) in ids:   # the argument object itself came back (numpy_ref: lambda x: x)
+                outs[i] = wrap(o._buf, o._weak)
+        for leaf in donated:
+            leaf._buf = gone
 
     def __repr__(self):
         return f"Compiled({getattr(self.fun, '__name__', self.fun)})"

@@ -87,6 +87,12 @@ def _static_shape(aval):
     return all(type(d) is int or isinstance(d, (np.integer,)) for d in aval.shape)
 
 
+# The launcher's fixed limits (cpp_runtime.py: ST_MAX_ARGS buffers + sizes, ST_MAX_ND dims);
+# larger groups / ranks run unfused instead of failing at launch.
+_MAX_KERNEL_ARGS = 448
+_MAX_KERNEL_NDIM = 32
+
+
 class CppPolicy(FusionPolicy):
     """What the C++ kernels can do (asks the formula table); keeps rendered kernels."""
 
@@ -96,6 +102,8 @@ class CppPolicy(FusionPolicy):
     def kind(self, eqn):
         # Symbolic dims (dynamic shapes) are fine: kernels take their sizes at run time.
         name = eqn.primitive.name
+        if any(len(v.aval.shape) > _MAX_KERNEL_NDIM for v in eqn.outvars):
+            return None
         if name in VIEW_PRIMITIVES:
             dt = np.dtype(eqn.invars[0].aval.dtype)
             return VIEW if (F.supported_dtype(dt) or dt.kind == "c") else None
@@ -137,6 +145,10 @@ class CppPolicy(FusionPolicy):
         return not acc.complex_base
 
     def validate(self, sub):
+        if len(sub.invars) + len(sub.outvars) > _MAX_KERNEL_ARGS:
+            logger.debug("starling.lowering: group of %d buffers not fused (limit %d)",
+                         len(sub.invars) + len(sub.outvars), _MAX_KERNEL_ARGS)
+            return False
         try:
             kernel = CG.render_kernel(sub, "__ST_KERNEL__")
         except CG.NotFusible as e:

@@ -36,6 +36,7 @@ import os
 import numpy as np
 
 from . import cpp_formulas as F
+from .cpp_reductions import Red
 from .cpp_dims import DIM_HELPERS, c_dim, dim_vars, same_dim  # noqa: F401  (re-exported)
 from .cpp_dims import is_static as _static, maybe_nonzero as _maybe_nonzero
 from .cpp_dims import same_shape as _same_shape, sym_expr as _sym_expr
@@ -154,89 +155,6 @@ class Kernel:
         self.size_exprs = ()
 
 
-class _Red:
-    __slots__ = ("kind", "dt", "acc_t", "name", "value", "out_acc", "nanflag")
-
-    def __init__(self, kind, dt, name):
-        self.kind, self.dt, self.name = kind, np.dtype(dt), name
-        t = F.ctype(dt)
-        # float32 and the low-precision floats (held in float) sum in double, rounded once
-        wide = self.dt == np.float32 or F.is_lowp(self.dt)
-        self.acc_t = "double" if (wide and kind in ("sum", "prod")) else t
-        self.nanflag = F.has_nan(self.dt) and kind in ("max", "min")
-        self.value = None
-        self.out_acc = None
-
-    def init(self):
-        dt = self.dt
-        if self.kind == "sum":
-            return "false" if dt.kind == "b" else f"({self.acc_t})0"
-        if self.kind == "prod":
-            return "true" if dt.kind == "b" else f"({self.acc_t})1"
-        if self.kind in ("and",):
-            return "true"
-        if self.kind in ("or",):
-            return "false"
-        if dt.kind == "b":
-            return "false" if self.kind == "max" else "true"
-        if dt.kind == "f" or F.is_lowp(dt):   # -inf, or the lowest value of a format without inf
-            return F.literal(F.lowest(dt) if self.kind == "max" else F.highest(dt), dt)
-        info = np.iinfo(dt)
-        return F.literal(info.min if self.kind == "max" else info.max, dt)
-
-    def clause(self):
-        """OpenMP reduction clauses for the scalar accumulator form."""
-        op = {"sum": "+", "prod": "*", "max": "max", "min": "min", "and": "&&", "or": "||"}
-        k = self.kind
-        if self.dt.kind == "b":
-            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
-        out = f"reduction({op[k]}:{self.name})"
-        if self.nanflag:
-            out += f" reduction(|:{self.name}_nan)"
-        return out
-
-    def update_scalar(self, x):
-        n, k = self.name, self.kind
-        if self.dt.kind == "b":
-            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
-        if k == "sum":
-            return f"{n} += ({self.acc_t}){x};"
-        if k == "prod":
-            return f"{n} *= ({self.acc_t}){x};"
-        if k == "and":
-            return f"{n} = {n} && {x};"
-        if k == "or":
-            return f"{n} = {n} || {x};"
-        cmp = ">" if k == "max" else "<"
-        s = f"{n} = ({x} {cmp} {n}) ? {x} : {n};"
-        if self.nanflag:
-            s += f" {n}_nan |= ({x} != {x});"
-        return s
-
-    def update_array(self, slot, x):
-        k = self.kind
-        if self.dt.kind == "b":
-            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
-        if k == "sum":
-            return f"{slot} += ({self.acc_t}){x};"
-        if k == "prod":
-            return f"{slot} *= ({self.acc_t}){x};"
-        if k == "and":
-            return f"{slot} = {slot} && {x};"
-        if k == "or":
-            return f"{slot} = {slot} || {x};"
-        cmp = ">" if k == "max" else "<"
-        if self.nanflag:   # NaN is sticky: once the accumulator is NaN no comparison replaces it
-            return f"{slot} = ({x} {cmp} {slot} || {x} != {x}) ? {x} : {slot};"
-        return f"{slot} = ({x} {cmp} {slot}) ? {x} : {slot};"
-
-    def final_scalar(self):
-        value = F.acc_value(self.dt, self.name)   # low-precision floats round here
-        if self.nanflag:
-            return f"({self.name}_nan ? {F.literal(np.nan, self.dt)} : {value})"
-        return value
-
-
 def render_kernel(sub, fname, row_block=None) -> Kernel:
     """Renders the fused sub-Program ``sub`` as the C++ function ``fname``; raises NotFusible.
     With ``row_block`` (cpp_gemm.RowBlock) it is a GEMM epilogue over one block of rows."""
@@ -308,7 +226,7 @@ class _KernelBuilder:
                 continue
             if name in _REDUCE:
                 x, dt = operand(eqn.invars[0])
-                red = _Red(_REDUCE[name], dt, f"acc{len(self.reds)}")
+                red = Red(_REDUCE[name], dt, f"acc{len(self.reds)}")
                 red.value = x
                 self.reds.append((red, tuple(sorted(eqn.params["axes"])), out))
                 env[out] = ("reduced", red)
@@ -742,6 +660,8 @@ class _Emitter:
         outer = [d for d in range(len(dims)) if d not in red_dims and d != inner]
         P = math.prod(dims[d][0] for d in outer)
         lines = []
+        if _static(K) and K == 0:
+            return []   # no kept element: nothing to reduce into
         if _static(K) and _static(P):
             BK = min(K, _ACC_BLOCK)
             if self.par and P * (-(-K // BK)) < _MIN_UNITS:

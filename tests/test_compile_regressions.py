@@ -1,0 +1,72 @@
+"""Regressions found by QA of the compile issue (each with the value NumPy / eager gives)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import starling as st
+import starling.numpy as snp
+from starling.lowering import cache
+from starling.transforms.compile import DonatedBufferError
+from starling.transforms.dynamic_spec import ShapesSpec, ShapeVar
+
+BACKENDS = ["numpy_ref"] + (["cpp"] if cache.find_compiler() is not None else [])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_donated_argument_returned_unchanged_gives_a_valid_output(backend):
+    ident = st.compile(lambda x: x, donate_argnums=(0,), backend=backend)
+    x = snp.arange(3.0)
+    out = ident(x)
+    np.testing.assert_array_equal(np.asarray(out), [0.0, 1.0, 2.0])
+    with pytest.raises(DonatedBufferError):
+        np.asarray(x)
+    pair = st.compile(lambda x, y: (x, x * 2 + y), donate_argnums=(0,), backend=backend)
+    a, b = pair(snp.arange(3.0), snp.ones(3))
+    np.testing.assert_array_equal(np.asarray(a), [0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(b), [1.0, 3.0, 5.0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn, shapes", [
+    (lambda x: x.sum(axis=0), [(3, 0)]),
+    (lambda x: x.mean(axis=0), [(3, 0)]),
+    (lambda x: x.max(axis=0, initial=-1.0), [(3, 0)]),
+    (lambda x: x.sum(axis=(0, 2)), [(2, 0, 3)]),
+    (lambda x, w: (x @ w).sum(axis=0), [(3, 4), (4, 0)]),
+])
+def test_reductions_with_empty_kept_dims(backend, fn, shapes):
+    args = [np.ones(s, np.float32) for s in shapes]
+    got = st.compile(fn, backend=backend)(*[snp.asarray(a) for a in args])
+    want = fn(*[snp.asarray(a) for a in args])
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_more_outputs_than_a_kernel_takes(backend):
+    f = st.compile(lambda x: tuple((x * i).sum() for i in range(600)), backend=backend)
+    out = f(snp.asarray([1.0, 2.0, 3.0]))
+    assert len(out) == 600
+    np.testing.assert_array_equal([float(o) for o in out], [6.0 * i for i in range(600)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_more_dims_than_a_kernel_takes(backend):
+    x = np.arange(6, dtype=np.float32).reshape((1,) * 31 + (2, 3))
+    got = st.compile(lambda x: snp.sin(x.T) * 2, backend=backend)(snp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), np.sin(x.T) * 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [lambda x: x.shape[0] * x, lambda x: x.shape[0] + x,
+                                lambda x: x.shape[0] - x, lambda x: (x.shape[0] - 1) * x],
+                         ids=["mul", "add", "sub", "expr"])
+def test_symbolic_dim_on_the_left_of_an_operator(backend, fn):
+    n = ShapeVar("n", min=1, max=64)
+    f = st.compile(fn, dynamic_shapes=ShapesSpec({"x": {0: n}}), backend=backend)
+    for size in (1, 3, 7):
+        x = np.arange(size, dtype=np.float32)
+        np.testing.assert_array_equal(np.asarray(f(snp.asarray(x))),
+                                      np.asarray(fn(snp.asarray(x))))
+    assert f.num_compiles == 1
