@@ -22,3 +22,19 @@ except ImportError:  # threadpoolctl comes with scikit-learn; without it, keep t
 @pytest.fixture
 def rng():
     return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="module")
+def cpp_kernel_env(tmp_path_factory):
+    """For cpp-backend test modules: kernels go to a fresh temporary cache directory (so the
+    module's compiler runs are what it measures) and code-generation failures are errors
+    (STARLING_CPP_STRICT) instead of a warning and a NumPy fallback."""
+    old = {k: os.environ.get(k) for k in ("STARLING_CACHE_DIR", "STARLING_CPP_STRICT")}
+    os.environ["STARLING_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
+    os.environ["STARLING_CPP_STRICT"] = "1"
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -8,7 +8,6 @@ cases, fallbacks (unsupported dtypes, no compiler). Kernels go to a temporary ca
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 
 import numpy as np
@@ -30,16 +29,8 @@ pytestmark = pytest.mark.skipif(cache.find_compiler() is None, reason="no C++ co
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    old = {k: os.environ.get(k) for k in ("STARLING_CACHE_DIR", "STARLING_CPP_STRICT")}
-    os.environ["STARLING_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
-    os.environ["STARLING_CPP_STRICT"] = "1"
+def _cache_dir(cpp_kernel_env):
     yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 def cpp(f, **kw):

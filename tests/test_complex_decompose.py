@@ -22,7 +22,6 @@ Tolerances, per part (the real and imaginary parts are compared separately):
 from __future__ import annotations
 
 import logging
-import os
 
 import numpy as np
 import pytest
@@ -49,16 +48,8 @@ N_HYP = 16
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    old = {k: os.environ.get(k) for k in ("STARLING_CACHE_DIR", "STARLING_CPP_STRICT")}
-    os.environ["STARLING_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
-    os.environ["STARLING_CPP_STRICT"] = "1"
+def _cache_dir(cpp_kernel_env):
     yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 # ---- inputs --------------------------------------------------------------------------------------

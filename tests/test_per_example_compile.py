@@ -8,7 +8,6 @@ so the float32 results must match bit for bit, signs of zeros included).
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -26,16 +25,8 @@ needs_cxx = pytest.mark.skipif(cache.find_compiler() is None, reason="no C++ com
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _cache_dir(tmp_path_factory):
-    old = {k: os.environ.get(k) for k in ("STARLING_CACHE_DIR", "STARLING_CPP_STRICT")}
-    os.environ["STARLING_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernels"))
-    os.environ["STARLING_CPP_STRICT"] = "1"
+def _cache_dir(cpp_kernel_env):
     yield
-    for k, v in old.items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
 
 
 # ---- per-example gradients of an MLP -------------------------------------------------------------
