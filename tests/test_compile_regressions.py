@@ -70,3 +70,26 @@ def test_symbolic_dim_on_the_left_of_an_operator(backend, fn):
         np.testing.assert_array_equal(np.asarray(f(snp.asarray(x))),
                                       np.asarray(fn(snp.asarray(x))))
     assert f.num_compiles == 1
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exported_dynamic_function_inside_a_dynamic_compile(backend):
+    n = ShapeVar("n", min=1, max=64)
+    exported = st.export(lambda x: snp.sin(x) * 2, snp.ones(3, dtype=snp.float32),
+                         dynamic_shapes=ShapesSpec({"x": {0: n}}))
+    g = st.deserialize(exported.serialize())
+    m = ShapeVar("m", min=1, max=16)
+    f = st.compile(lambda x: g(x.reshape(-1)) + 1, dynamic_shapes=ShapesSpec({"x": {0: m}}),
+                   backend=backend)
+    for rows in (1, 3, 5):
+        x = np.linspace(-2, 2, rows * 2, dtype=np.float32).reshape(rows, 2)
+        np.testing.assert_allclose(np.asarray(f(snp.asarray(x))), np.sin(x.ravel()) * 2 + 1,
+                                   rtol=1e-6)
+    assert f.num_compiles == 1
+    # a derived dim that cannot be read from the caller's shapes is a clear error
+    k = ShapeVar("k", min=1, max=8)
+    g2 = st.deserialize(st.export(lambda x: x * 2, snp.ones(4, dtype=snp.float32),
+                                  dynamic_shapes=ShapesSpec({"x": {0: k * 2}})).serialize())
+    h = st.compile(lambda x: g2(x), dynamic_shapes=ShapesSpec({"x": {0: m}}), backend=backend)
+    with pytest.raises(ValueError, match="declared alone"):
+        h(snp.ones(4, dtype=snp.float32))

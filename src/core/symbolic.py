@@ -562,12 +562,16 @@ def _value_is_symbolic(p, Program):
 
 
 def bind_shapes(prog, env):
-    """A copy of ``prog`` whose avals and params have the DimVars of ``env`` (DimVar -> int)
-    replaced by their sizes; nested Programs (control flow) are bound too. Raises KeyError
-    for a DimVar missing from ``env``."""
+    """A copy of ``prog`` whose avals and params have the DimVars of ``env`` replaced by their
+    values: ints (sizes), or DimExprs of another program's variables (an exported symbolic
+    function called while tracing with symbolic shapes). Nested Programs (control flow) are
+    bound too. Raises KeyError for a DimVar missing from ``env``."""
     from .avals import ShapedArray
     from .ir import Equation, Literal, Program, Var
-    senv = {k: sympy.Integer(v) for k, v in env.items()}
+    senv = {k: (v.expr if isinstance(v, DimExpr) else sympy.Integer(v)) for k, v in env.items()}
+    allowed = set()   # variables the substituted values bring in (symbolic binding)
+    for v in senv.values():
+        allowed |= v.free_symbols
     dim_cache = {}
 
     def dim(d):
@@ -576,11 +580,15 @@ def bind_shapes(prog, env):
         r = dim_cache.get(d.expr)
         if r is None:
             v = d.expr.xreplace(senv)
-            if not v.is_Integer:
-                missing = sorted(s.name for s in v.free_symbols)
-                raise KeyError(f"bind_shapes: no size for shape variable(s) {missing} in "
-                               f"{d}")
-            r = dim_cache[d.expr] = int(v)
+            if v.is_Integer:
+                r = int(v)
+            else:
+                missing = sorted(s.name for s in v.free_symbols - allowed)
+                if missing:
+                    raise KeyError(f"bind_shapes: no size for shape variable(s) {missing} in "
+                                   f"{d}")
+                r = as_dim(v)
+            dim_cache[d.expr] = r
         return r
 
     def aval(a):

@@ -183,7 +183,11 @@ class Exported:
         for x, a, label in zip(ops, self.in_avals, self.in_labels):
             self._check_leaf(x, a, label)
         prog = self.program
-        if self._binder:
+        if self._binder and not all(type(d) is int for x in ops for d in x.shape):
+            # Traced with symbolic shapes (inside a dynamic compile): our variables become the
+            # caller's dim expressions.
+            prog = bind_shapes(prog, self._symbolic_env(ops))
+        elif self._binder:
             env = self._binder.env_for(ops)
             bound = self._bound.get(env.key)
             if bound is None:
@@ -193,6 +197,34 @@ class Exported:
             prog = bound
         outs = eval_program(prog, prog.consts, *ops)
         return tree_util.unflatten(self.out_tree, outs)
+
+    def _symbolic_env(self, ops):
+        """DimVar -> the caller's dim (int or DimExpr), read from the arg dims declared as a
+        variable alone; every declared dim must then equal the caller's for all sizes."""
+        import sympy
+
+        from ..core.symbolic import DimExpr, decide
+
+        def expr(d):
+            return d.expr if isinstance(d, DimExpr) else sympy.Integer(d)
+
+        env = {}
+        for i, ax, e, label in self._binder.sites:
+            if e.is_Symbol and e not in env:
+                env[e] = ops[i].shape[ax]
+        name = f"exported {self.fun_name}"
+        senv = {v: expr(d) for v, d in env.items()}
+        for i, ax, e, label in self._binder.sites:
+            missing = sorted(v.name for v in e.free_symbols if v not in env)
+            if missing:
+                raise ValueError(f"{name}: with symbolic arguments, the shape variable(s) "
+                                 f"{missing} must each be declared alone on some argument dim "
+                                 f"({label} dim {ax} is declared {e})")
+            got, want = expr(ops[i].shape[ax]), e.xreplace(senv)
+            if decide("eq", got, want) is not True:
+                raise ValueError(f"{name}: {label} dim {ax} is {got}, but it is declared {e} "
+                                 f"= {want}, which is not equal for every size in range")
+        return env
 
     def _check_leaf(self, x, a, label):
         name = f"exported {self.fun_name}"
