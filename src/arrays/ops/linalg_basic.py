@@ -159,18 +159,22 @@ def mT(x):  # noqa: N802
 
 
 def conj(x):
+    """Complex conjugate of ``x`` (..., m, n); ``x`` itself for real dtypes (no copy)."""
     return _snp().conj(x) if dtypes.is_complex(x.dtype) else x
 
 
 def mH(x):  # noqa: N802  (conjugate transpose)
+    """Conjugate transpose of the last two dims: (..., m, n) -> (..., n, m)."""
     return conj(mT(x))
 
 
 def mm(a, b):
+    """Batched matrix product (..., m, k) @ (..., k, n) -> (..., m, n) (starling.numpy.matmul)."""
     return _snp().matmul(a, b)
 
 
 def real(x):
+    """Real part of ``x``; ``x`` itself for real dtypes."""
     return _snp().real(x) if dtypes.is_complex(x.dtype) else x
 
 
@@ -196,6 +200,7 @@ def col(v):
 
 
 def diag_part(x):
+    """The main diagonal of the last two dims: (..., m, n) -> (..., min(m, n))."""
     from .linear import _diagonal
     return _diagonal(x, x.ndim - 2, x.ndim - 1)
 
@@ -233,6 +238,7 @@ def offdiag_reciprocal(d):
 
 
 def eye_of(n, like):
+    """Constant (n, n) identity in the dtype of ``like``."""
     return wrap(np.eye(n, dtype=like.dtype), False)
 
 
