@@ -93,3 +93,32 @@ def test_exported_dynamic_function_inside_a_dynamic_compile(backend):
     h = st.compile(lambda x: g2(x), dynamic_shapes=ShapesSpec({"x": {0: m}}), backend=backend)
     with pytest.raises(ValueError, match="declared alone"):
         h(snp.ones(4, dtype=snp.float32))
+
+
+def test_list_of_traced_values_is_stacked():
+    f = st.compile(lambda x: snp.tanh(x))
+    np.testing.assert_allclose(np.asarray(f([1.0, 2.0])), np.tanh([1.0, 2.0]), rtol=1e-6)
+    g = st.grad(lambda a: snp.sum(snp.asarray([a, 2 * a, 1.0]) ** 2))
+    assert float(g(3.0)) == pytest.approx(30.0)   # d/da (a^2 + 4a^2 + 1) = 10a
+    h = st.compile(lambda x: snp.asarray([[x[0], 1.0], [x[1], 2]]))
+    np.testing.assert_array_equal(np.asarray(h(snp.asarray([5.0, 6.0]))), [[5, 1], [6, 2]])
+
+
+def test_threads_making_the_first_call_compile_once():
+    import threading
+    f = st.compile(lambda x: snp.sin(x) * 2 + 1)
+    x = snp.linspace(0, 1, 1000)
+    results, barrier = [], threading.Barrier(4)
+
+    def work():
+        barrier.wait()
+        results.append(np.asarray(f(x)))
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert f.num_compiles == 1
+    for r in results:
+        np.testing.assert_allclose(r, np.sin(np.linspace(0, 1, 1000)) * 2 + 1, rtol=1e-6)

@@ -60,6 +60,21 @@ def operand(x, op="op"):
     return from_array_like(x, op)
 
 
+def _holds_tracer(x):
+    return any(isinstance(e, Tracer) or (isinstance(e, (list, tuple)) and _holds_tracer(e))
+               for e in x)
+
+
+def _stack_traced(x, op, dtype):
+    """A nested sequence holding traced values as one traced array (element dtypes promoted
+    as by ``stack``; shapes must match)."""
+    from . import numpy as snp
+    parts = [_stack_traced(e, op, None) if isinstance(e, (list, tuple)) else operand(e, op)
+             for e in x]
+    out = snp.stack(parts)
+    return out if dtype is None else out.astype(dtype)
+
+
 def from_array_like(x, op="asarray", dtype=None):
     """Copies an array-like (NumPy array/scalar, nested lists, DLPack producer) into an Array.
 
@@ -77,6 +92,8 @@ def from_array_like(x, op="asarray", dtype=None):
     elif hasattr(x, "__dlpack__"):
         buf = np.array(np.from_dlpack(x), dtype=dtype, copy=True)
     elif isinstance(x, (list, tuple)):
+        if _holds_tracer(x):   # e.g. f([a, b]) under compile / grad: stack the traced values
+            return _stack_traced(x, op, dtype)
         buf = _from_sequence(x, op, dtype)
     elif isinstance(x, numbers.Number):
         buf = np.array(x, dtype=dtype)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 
 from .. import tree as tree_util
 from ..arrays.array import Array, wrap
@@ -99,6 +100,7 @@ class Compiled:
         self.backend = backend
         self.num_compiles = 0
         self._cache = {}
+        self._lock = threading.RLock()
         # signature -> (executable, consts, out tree or None for one leaf): the fast call path
         # for plain Array positional arguments (under dynamic shapes: the executable bound to the
         # sizes of that signature); None when static arguments need the full path.
@@ -182,6 +184,15 @@ class Compiled:
         return (treedef, sig, statics, backend), static_pos, ops, treedef, None
 
     def _build(self, key, args, kwargs, static_pos, ops, treedef, dyn=None):
+        # Threads making the first call with one signature at once stage it once.
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is None:
+                entry = self._stage_and_compile(key, args, kwargs, static_pos, ops, treedef,
+                                                dyn)
+            return entry
+
+    def _stage_and_compile(self, key, args, kwargs, static_pos, ops, treedef, dyn=None):
         out_tree = []
         nargs = len(args)
 
