@@ -11,7 +11,8 @@ of several interleaved rounds. Run: ``python benchmarks/lowp_chain.py [--quick]`
 from __future__ import annotations
 
 import argparse
-import time
+import os
+import sys
 
 import ml_dtypes
 import numpy as np
@@ -21,38 +22,8 @@ import starling.numpy as snp
 
 N = 1 << 24
 
-try:
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
-try:
-    import jax
-    import jax.numpy as jnp
-except ImportError:  # pragma: no cover
-    jax = None
-
-
-def interleaved(contenders, rounds=5, min_time=0.2):
-    """Best seconds per call of each contender ({name: fn}); rounds interleave contenders."""
-    best = {k: float("inf") for k in contenders}
-    number = {}
-    for name, fn in contenders.items():
-        fn()
-        t0, n = time.perf_counter(), 0
-        while True:
-            fn()
-            n += 1
-            elapsed = time.perf_counter() - t0
-            if elapsed >= min_time / 5:
-                break
-        number[name] = max(1, int(n * min_time / elapsed))
-    for _ in range(rounds):
-        for name, fn in contenders.items():
-            t0 = time.perf_counter()
-            for _ in range(number[name]):
-                fn()
-            best[name] = min(best[name], (time.perf_counter() - t0) / number[name])
-    return best
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compile_cpu import interleaved, jax, jnp, torch  # noqa: E402  (shared timing + peers)
 
 
 def chain(x):
