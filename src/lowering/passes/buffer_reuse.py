@@ -25,7 +25,11 @@ donated invar) may receive output j of kernel equation e when, for the *alias cl
   the output's shape (hence the kernel's loop shape: no broadcast) and item size (not
   complex), output j is an elementwise result (not a reduction) and depends on it. Every loop
   point of a kernel is visited once, loading each input once and storing after the loads it
-  depends on, so each element is read before the same element is written. A reduction in the
+  depends on, so each element is read before the same element is written. (The kernels
+  declare their pointers ``__restrict``; an in-place launch relies on this load-before-store
+  order of the generated loops and on fused_matmul computing its product into a scratch
+  block: a code generator that reads an input twice or stores ahead of its loads must drop
+  ``__restrict`` or tighten this rule.) A reduction in the
   same kernel (horizontal fusion) may read that input too: it uses the same load. In a
   ``fused_matmul`` the same holds for its epilogue: an epilogue input (e.g. the weight ``w`` of
   ``w - lr * (x.T @ g)``) may take an epilogue output, never a matrix operand;
