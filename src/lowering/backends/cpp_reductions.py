@@ -41,51 +41,45 @@ class Red:
         info = np.iinfo(dt)
         return F.literal(info.min if self.kind == "max" else info.max, dt)
 
+    def _op(self):
+        """The reduction as applied: bool sums / products / max / min are or / and."""
+        if self.dt.kind == "b":
+            return {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(self.kind,
+                                                                              self.kind)
+        return self.kind
+
     def clause(self):
         """OpenMP reduction clauses for the scalar accumulator form."""
         op = {"sum": "+", "prod": "*", "max": "max", "min": "min", "and": "&&", "or": "||"}
-        k = self.kind
-        if self.dt.kind == "b":
-            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
-        out = f"reduction({op[k]}:{self.name})"
+        out = f"reduction({op[self._op()]}:{self.name})"
         if self.nanflag:
             out += f" reduction(|:{self.name}_nan)"
         return out
 
-    def update_scalar(self, x):
-        n, k = self.name, self.kind
-        if self.dt.kind == "b":
-            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
+    def _update(self, acc, x, sticky_nan):
+        k = self._op()
         if k == "sum":
-            return f"{n} += ({self.acc_t}){x};"
+            return f"{acc} += ({self.acc_t}){x};"
         if k == "prod":
-            return f"{n} *= ({self.acc_t}){x};"
-        if k == "and":
-            return f"{n} = {n} && {x};"
-        if k == "or":
-            return f"{n} = {n} || {x};"
+            return f"{acc} *= ({self.acc_t}){x};"
+        if k in ("and", "or"):
+            return f"{acc} = {acc} {'&&' if k == 'and' else '||'} {x};"
         cmp = ">" if k == "max" else "<"
-        s = f"{n} = ({x} {cmp} {n}) ? {x} : {n};"
+        if sticky_nan:   # NaN is sticky: once the accumulator is NaN no comparison replaces it
+            return f"{acc} = ({x} {cmp} {acc} || {x} != {x}) ? {x} : {acc};"
+        return f"{acc} = ({x} {cmp} {acc}) ? {x} : {acc};"
+
+    def update_scalar(self, x):
+        """Update of the scalar accumulator (max / min of floats record NaNs in a flag, which
+        OpenMP can combine across threads)."""
+        s = self._update(self.name, x, False)
         if self.nanflag:
-            s += f" {n}_nan |= ({x} != {x});"
+            s += f" {self.name}_nan |= ({x} != {x});"
         return s
 
     def update_array(self, slot, x):
-        k = self.kind
-        if self.dt.kind == "b":
-            k = {"sum": "or", "prod": "and", "max": "or", "min": "and"}.get(k, k)
-        if k == "sum":
-            return f"{slot} += ({self.acc_t}){x};"
-        if k == "prod":
-            return f"{slot} *= ({self.acc_t}){x};"
-        if k == "and":
-            return f"{slot} = {slot} && {x};"
-        if k == "or":
-            return f"{slot} = {slot} || {x};"
-        cmp = ">" if k == "max" else "<"
-        if self.nanflag:   # NaN is sticky: once the accumulator is NaN no comparison replaces it
-            return f"{slot} = ({x} {cmp} {slot} || {x} != {x}) ? {x} : {slot};"
-        return f"{slot} = ({x} {cmp} {slot}) ? {x} : {slot};"
+        """Update of accumulator array element ``slot`` (column reductions)."""
+        return self._update(slot, x, self.nanflag)
 
     def final_scalar(self):
         value = F.acc_value(self.dt, self.name)   # low-precision floats round here
