@@ -15,7 +15,9 @@ _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"starling\."
 
 from . import tree  # noqa: E402,F401
 from .arrays.array import Array  # noqa: E402,F401
-from .arrays.device import Device, device_put, devices, local_device_count  # noqa: E402,F401
+from .arrays.device import (Device, device_count, device_put, devices,  # noqa: E402,F401
+                            local_device_count, local_devices, process_index)
+from . import config  # noqa: E402,F401
 from .arrays import numpy  # noqa: E402,F401
 from .arrays.numpy import fft as _fft, linalg as _linalg  # noqa: E402
 
@@ -48,3 +50,9 @@ from . import nn  # noqa: E402,F401
 from .nn import optim  # noqa: E402,F401
 _sys.modules[__name__ + ".optim"] = optim
 from .nn.serialization import load, save  # noqa: E402,F401
+
+# Sharded arrays and collectives (built on the public API above).
+from . import collectives  # noqa: E402,F401
+from . import sharding  # noqa: E402,F401
+from . import lax  # noqa: E402,F401
+from .collectives import shard_map, visualize_sharding  # noqa: E402,F401

@@ -1,8 +1,13 @@
 """Devices own buffers. On CPU a buffer is a NumPy array that only Starling holds a reference to.
 
-``starling.devices()`` lists the devices of this process; ``device_put(x, device)`` places a value
-on one. The CPU platform exposes ``STARLING_NUM_CPU_DEVICES`` in-process devices (default 1) so
-that sharding can be tested on one machine.
+``starling.devices()`` lists every device of the job (after ``starling.distributed.initialize()``
+the devices of every process; otherwise this process's), ``starling.local_devices()`` the
+devices of this process; ``device_put(x, device)`` places a value on one. The CPU platform of a
+process exposes N in-process devices (default 1) so that sharding can run, and be tested, on one
+machine: N comes from ``starling.config.update("num_cpu_devices", n)`` or the environment
+variable ``STARLING_NUM_CPU_DEVICES``, read once when the devices are first listed (like JAX's
+``--xla_force_host_platform_device_count``). Work placed on different devices runs concurrently
+(one worker thread per device: src/collectives/runtime/).
 """
 from __future__ import annotations
 
@@ -10,17 +15,20 @@ import os
 
 
 class Device:
-    """A device of this process: ``platform`` ("cpu"), ``id`` (int). Compared by identity."""
+    """A device: ``platform`` ("cpu"), ``id`` (unique in the job), ``process_index`` (the process
+    that owns it; 0 without ``starling.distributed``). Compared by value."""
 
-    __slots__ = ("platform", "id")
+    __slots__ = ("platform", "id", "process_index")
 
-    def __init__(self, platform: str, id: int):
+    def __init__(self, platform: str, id: int, process_index: int = 0):
         self.platform = platform
         self.id = id
+        self.process_index = process_index
 
     def __repr__(self):
-        return f"{self.platform.upper()}Device(id={self.id})" if self.platform != "cpu" \
-            else f"CpuDevice(id={self.id})"
+        proc = f", process_index={self.process_index}" if self.process_index else ""
+        name = "CpuDevice" if self.platform == "cpu" else f"{self.platform.upper()}Device"
+        return f"{name}(id={self.id}{proc})"
 
     def __hash__(self):
         return hash((self.platform, self.id))
@@ -28,36 +36,123 @@ class Device:
     def __eq__(self, other):
         return isinstance(other, Device) and (self.platform, self.id) == (other.platform, other.id)
 
+    @property
+    def is_local(self) -> bool:
+        """True when this process owns the device's memory."""
+        return self.process_index == process_index()
 
-def _num_cpu_devices() -> int:
-    raw = os.environ.get("STARLING_NUM_CPU_DEVICES", "1")
+
+def _parse_count(raw, what) -> int:
     try:
         n = int(raw)
-    except ValueError:
-        raise ValueError(f"STARLING_NUM_CPU_DEVICES must be a positive integer, got {raw!r}") from None
-    if n < 1:
-        raise ValueError(f"STARLING_NUM_CPU_DEVICES must be a positive integer, got {raw!r}")
+    except (TypeError, ValueError):
+        raise ValueError(f"{what} must be a positive integer, got {raw!r}") from None
+    if isinstance(raw, bool) or n < 1 or (isinstance(raw, float) and raw != n):
+        raise ValueError(f"{what} must be a positive integer, got {raw!r}")
     return n
 
 
-_CPU_DEVICES = tuple(Device("cpu", i) for i in range(_num_cpu_devices()))
-DEFAULT_DEVICE = _CPU_DEVICES[0]
+# Device 0 of this process exists from import on (every unsharded Array lives there); the other
+# local devices are made on first use, when the configured count is final.
+DEFAULT_DEVICE = Device("cpu", 0)
+_STATE = {"local": None, "global": None, "process_index": 0, "requested": None}
+
+
+def configure_num_cpu_devices(n) -> None:
+    """Sets the number of in-process CPU devices (``starling.config.update("num_cpu_devices",
+    n)``). Must run before the devices are first listed.
+
+    Raises:
+        ValueError: n is not a positive integer.
+        RuntimeError: the devices were already listed with a different count.
+    """
+    n = _parse_count(n, "num_cpu_devices")
+    if _STATE["local"] is not None and len(_STATE["local"]) != n:
+        raise RuntimeError(
+            f"num_cpu_devices: the devices are already in use ({len(_STATE['local'])} CPU "
+            f"devices); set the count to {n} before the first call of starling.devices(), a "
+            "mesh or a sharding (or with STARLING_NUM_CPU_DEVICES before the process starts)")
+    _STATE["requested"] = n
+
+
+def _local() -> tuple:
+    devs = _STATE["local"]
+    if devs is None:
+        n = _STATE["requested"]
+        if n is None:
+            n = _parse_count(os.environ.get("STARLING_NUM_CPU_DEVICES", "1"),
+                             "STARLING_NUM_CPU_DEVICES")
+        p = _STATE["process_index"]
+        first = DEFAULT_DEVICE.id
+        devs = (DEFAULT_DEVICE,) + tuple(Device("cpu", first + i, p) for i in range(1, n))
+        _STATE["local"] = devs
+    return devs
+
+
+def set_process_devices(process_index: int, global_devices) -> None:
+    """Installs the job's device list (``starling.distributed.initialize``): this process's
+    devices become those of ``global_devices`` with ``process_index``; DEFAULT_DEVICE is
+    renumbered in place so that existing Arrays stay on the first local device."""
+    local = tuple(d for d in global_devices if d.process_index == process_index)
+    if not local:
+        raise RuntimeError(f"process {process_index} owns none of the devices {global_devices}")
+    DEFAULT_DEVICE.id = local[0].id
+    DEFAULT_DEVICE.process_index = process_index
+    local = (DEFAULT_DEVICE,) + local[1:]
+    glob = tuple(DEFAULT_DEVICE if d == local[0] else d for d in global_devices)
+    _STATE.update(local=local, process_index=process_index, **{"global": glob})
+
+
+def local_cpu_device_count_setting() -> int:
+    """The configured number of CPU devices per process (without listing them)."""
+    if _STATE["local"] is not None:
+        return len(_STATE["local"])
+    if _STATE["requested"] is not None:
+        return _STATE["requested"]
+    return _parse_count(os.environ.get("STARLING_NUM_CPU_DEVICES", "1"),
+                        "STARLING_NUM_CPU_DEVICES")
+
+
+def process_index() -> int:
+    """The index of this process in the job (0 without ``starling.distributed``)."""
+    return _STATE["process_index"]
 
 
 def devices(platform: str | None = None) -> list[Device]:
+    """Every device of the job (all processes' after ``starling.distributed.initialize()``),
+    optionally only those of ``platform`` ("cpu").
+
+    Raises:
+        ValueError: for an unknown platform.
+    """
+    _check_platform(platform, "devices")
+    glob = _STATE["global"]
+    return list(glob if glob is not None else _local())
+
+
+def local_devices(platform: str | None = None) -> list[Device]:
     """The devices of this process, optionally only those of ``platform`` ("cpu").
 
     Raises:
         ValueError: for an unknown platform.
     """
-    if platform is None or platform == "cpu":
-        return list(_CPU_DEVICES)
-    raise ValueError(f"devices: unknown platform {platform!r}; available platforms: ['cpu']")
+    _check_platform(platform, "local_devices")
+    return list(_local())
+
+
+def _check_platform(platform, op):
+    if platform is not None and platform != "cpu":
+        raise ValueError(f"{op}: unknown platform {platform!r}; available platforms: ['cpu']")
+
+
+def device_count() -> int:
+    """Number of devices of the job."""
+    return len(devices())
 
 
 def local_device_count() -> int:
     """Number of devices of this process."""
-    return len(_CPU_DEVICES)
+    return len(_local())
 
 
 def check_device(device, op="device_put") -> Device:
@@ -69,8 +164,9 @@ def check_device(device, op="device_put") -> Device:
     if device is None:
         return DEFAULT_DEVICE
     if isinstance(device, Device):
-        if device not in _CPU_DEVICES:
-            raise ValueError(f"{op}: {device} is not a device of this process; have {list(_CPU_DEVICES)}")
+        local = _local()
+        if device not in local:
+            raise ValueError(f"{op}: {device} is not a device of this process; have {list(local)}")
         return device
     if isinstance(device, str) and device == "cpu":
         return DEFAULT_DEVICE
@@ -78,18 +174,29 @@ def check_device(device, op="device_put") -> Device:
 
 
 def device_put(x, device=None):
-    """Places ``x`` (a pytree of arrays / array-likes) on ``device`` (default: the default device).
+    """Places ``x`` (a pytree of arrays / array-likes) on ``device``: a Device of this process,
+    "cpu", None (the default device), or a sharding (``NamedSharding`` / placements; see
+    ``starling.sharding.distribute``), which lays each leaf out across a mesh.
 
     Array-likes (NumPy arrays, Python scalars, lists) are copied into new Starling buffers.
     Raises:
-        TypeError: a leaf is not array-like or ``device`` is not a Device.
+        TypeError: a leaf is not array-like or ``device`` is neither a Device nor a sharding.
         ValueError: ``device`` belongs to another process.
     """
     from .. import tree as tree_util
     from .convert import operand
+    if device is not None and not isinstance(device, (Device, str)):
+        from ..collectives.sharding import as_sharding
+        sharding = as_sharding(device, "device_put")
+        if sharding is not None:
+            from ..collectives.sharded_array import distribute_sharding
+            return tree_util.map(lambda leaf: distribute_sharding(leaf, sharding), x)
     dev = check_device(device, "device_put")
 
     def put(leaf):
         a = operand(leaf, "device_put")
+        if hasattr(a, "_shards"):   # a sharded array: gather it onto the device
+            from ..collectives.sharded_array import gather_to
+            return gather_to(a, dev)
         return a.to_device(dev) if hasattr(a, "to_device") else a
     return tree_util.map(put, x)

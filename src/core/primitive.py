@@ -12,6 +12,10 @@ Rule slots:
     batch(args, dims, **params)         vmap rule.
     sharding(...)                       single-mesh-dim sharding strategy.
     scalar_formula                      for elementwise ops: a formula every code generator renders.
+    eager(args, params)                 optional: runs the primitive on concrete Arrays itself,
+                                        for primitives whose results are sharded arrays
+                                        (shard_map, sharding_constraint); ``impl`` then serves
+                                        backends that run per-device Programs.
 """
 from __future__ import annotations
 
@@ -41,7 +45,7 @@ class Primitive:
 
     __slots__ = ("name", "multiple_results", "family", "impl", "abstract_eval", "weak_type",
                  "jvp", "transpose", "batch", "sharding", "scalar_formula", "is_linear",
-                 "meta", "__weakref__")
+                 "eager", "meta", "__weakref__")
 
     registry: dict[str, "Primitive"] = {}
 
@@ -59,6 +63,7 @@ class Primitive:
         self.batch = None
         self.sharding = None
         self.scalar_formula = None
+        self.eager = None
         self.is_linear = False
         self.meta = {}
         Primitive.registry[name] = self

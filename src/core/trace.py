@@ -57,13 +57,19 @@ class EvalTrace(Trace):
 
     array_type = None
     wrap = None
+    sharded_dispatch = None   # installed by src/collectives/eager.py
 
     def process_primitive(self, prim, args, params):
+        if prim.eager is not None:
+            return prim.eager(args, params)
         array_type = EvalTrace.array_type
         bufs = []
         weak = []
         for a in args:
             if type(a) is not array_type:
+                if isinstance(a, array_type) and EvalTrace.sharded_dispatch is not None:
+                    # a sharded array: the op runs piece by piece on its devices
+                    return EvalTrace.sharded_dispatch(prim, args, params)
                 _reject_eval_input(prim, a)
             bufs.append(a._buf)
             weak.append(a._weak)

@@ -6,11 +6,13 @@ Values that do not depend on the batched inputs stay unbatched (``bdim is None``
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 
 from .. import tree as tree_util
 from ..arrays.convert import operand
 from ..arrays.ops import rules as R
+from ..core.axis_env import bound_axes
 from ..core.primitive import MissingRuleError
 from ..core.trace import Trace, Tracer, new_trace, set_current_trace
 
@@ -53,6 +55,16 @@ class BatchTrace(Trace):
             v, d = self.lift(a)
             vals.append(v)
             dims.append(d)
+        named = prim.meta.get("named_axes")
+        if named is not None and self.axis_name is not None and self.axis_name in named(params):
+            # A collective over this vmap's axis (psum(x, name), axis_index(name), ...): its
+            # batch rule reduces / gathers along the batch even when no operand is batched.
+            with set_current_trace(self.parent):
+                out, out_dim = prim.meta["batch_named"](vals, dims, self.axis_name,
+                                                        self.axis_size, **params)
+            if prim.multiple_results:
+                return [self.wrap(o, d) for o, d in zip(out, out_dim)]
+            return self.wrap(out, out_dim)
         if all(d is None for d in dims):
             with set_current_trace(self.parent):
                 return prim.bind(*vals, **params)
@@ -133,6 +145,10 @@ class BatchTrace(Trace):
         return [BatchTracer(self, o, 0) for o in outs]
 
 
+def _bind_name(axis_name, size):
+    return bound_axes({axis_name: size}) if axis_name is not None else contextlib.nullcontext()
+
+
 def _concat_pair(pair):
     a, b = pair
     return list(a) + [R.instantiate(t) for t in b]
@@ -142,7 +158,7 @@ def _batched_flat(fun, in_dims, axis_size, axis_name, out_dim=0):
     """``fun`` (flat list in, flat list out) vectorised over ``in_dims``; outputs batched at
     ``out_dim`` (broadcast when they do not depend on the batch)."""
     def batched(*vals):
-        with new_trace(BatchTrace, axis_size, axis_name) as trace:
+        with new_trace(BatchTrace, axis_size, axis_name) as trace, _bind_name(axis_name, axis_size):
             tracers = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, in_dims)]
             outs = fun(*tracers)
             result = []
@@ -252,7 +268,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
             out_tree.append((ot, out))
             return o_leaves
 
-        with new_trace(BatchTrace, size, axis_name) as trace:
+        with new_trace(BatchTrace, size, axis_name) as trace, _bind_name(axis_name, size):
             tracers = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
             outs = flat_fun(*tracers)
             ot, out_struct = out_tree[0]

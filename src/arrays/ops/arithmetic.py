@@ -19,6 +19,7 @@ from ..array import Array
 from ..convert import operand
 from .elementwise_docs import SUBGRADIENTS, binary_doc, unary_doc
 from .elementwise_family import DOMAINS, _check_domain, binary, unary
+from . import rules_sharding as RS
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder", "mod",
@@ -31,18 +32,20 @@ __all__ = [
 
 # ---- arithmetic --------------------------------------------------------------------------------
 
-add = binary("add", np.add, doc=binary_doc(
+add = binary("add", np.add, partials=RS.LINEAR_SUM, doc=binary_doc(
     "Elementwise ``x1 + x2``.", "any",
     notes="bool + bool is logical or (NumPy). Integer overflow wraps."))
 
-subtract = binary("subtract", np.subtract, domain="numeric", doc=binary_doc(
+subtract = binary("subtract", np.subtract, domain="numeric", partials=RS.LINEAR_SUM,
+                  doc=binary_doc(
     "Elementwise ``x1 - x2``.", "numeric", notes="Integer overflow wraps (uint8 0 - 1 == 255)."))
 
-multiply = binary("multiply", np.multiply, doc=binary_doc(
+multiply = binary("multiply", np.multiply, partials=RS.SCALE_EITHER, doc=binary_doc(
     "Elementwise ``x1 * x2``.", "any",
     notes="bool * bool is logical and (NumPy). Integer overflow wraps."))
 
-divide = binary("divide", np.true_divide, domain="inexact", doc=binary_doc(
+divide = binary("divide", np.true_divide, domain="inexact", partials=RS.SCALE_FIRST,
+                doc=binary_doc(
     "Elementwise true division ``x1 / x2``.", "inexact",
     notes="Integer (and bool) operands are promoted to float32 first (JAX; NumPy uses float64): "
           "``divide(1, 0)`` is inf, ``divide(0, 0)`` nan. Alias: ``true_divide``."))
@@ -124,7 +127,8 @@ a zero base gives no NaN in first or higher derivatives (``grad(lambda x: x ** 2
 pow.primitive = _power.primitive
 power = pow
 
-negative = unary("negative", np.negative, domain="numeric", doc=unary_doc(
+negative = unary("negative", np.negative, domain="numeric", partials=RS.UNARY_SUM,
+                 doc=unary_doc(
     "Elementwise ``-x``.", "numeric", notes="Integer overflow wraps: ``-int8(-128) == -128``; "
     "unsigned integers wrap modulo 2**bits."))
 

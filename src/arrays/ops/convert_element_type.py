@@ -11,6 +11,7 @@ import numpy as np
 from ...core import dtypes
 from ...core.primitive import Primitive
 from ..array import Array
+from . import rules_sharding as RS
 
 convert_element_type_p = Primitive("convert_element_type", family="convert")
 
@@ -74,6 +75,7 @@ def _convert_batch(args, dims, *, new_dtype, weak_type):
     return convert_element_type_p.bind(args[0], new_dtype=new_dtype, weak_type=weak_type), dims[0]
 
 
+convert_element_type_p.sharding = RS.elementwise()   # rounding: partial sums stay unsplit
 convert_element_type_p.jvp = _convert_jvp
 convert_element_type_p.transpose = _convert_transpose
 convert_element_type_p.batch = _convert_batch

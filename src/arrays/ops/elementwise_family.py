@@ -30,6 +30,7 @@ from ...core.trace import EVAL_TRACE, current_trace
 from ..array import Array, wrap
 from ..convert import operand
 from .convert_element_type import convert_element_type
+from . import rules_sharding
 from .rules import batch_elementwise
 
 _LOW = frozenset(dtypes.LOW_PRECISION_FLOATS) | {dtypes.bfloat16}
@@ -155,10 +156,13 @@ class Elementwise:
         doc: docstring of the public wrapper.
         low_precision_in_float32: run bfloat16/float8/float4 inputs in float32 and round back
             (for impls that are not NumPy ufuncs).
+        partials: the op's Partial sharding strategies (linear ops: ``add`` of two partial sums
+            is a partial sum; see rules_sharding.elementwise). Every elementwise op may run on
+            operands split alike along any dim.
     """
 
     def __init__(self, name, impl, nin, *, domain="any", out="same", doc="",
-                 low_precision_in_float32=False):
+                 low_precision_in_float32=False, partials=()):
         self.name = name
         self.nin = nin
         self.domain = domain
@@ -171,8 +175,10 @@ class Elementwise:
         prim.abstract_eval = self._abstract_eval
         prim.weak_type = (lambda *w: False) if out == "bool" else (lambda *w: all(w))
         prim.meta.update(nin=nin, domain=domain, out=out, numpy_impl=impl)
-        # Every elementwise primitive batches by broadcasting; ops with params override this.
+        # Every elementwise primitive batches by broadcasting and shards along any dim; ops with
+        # params override this.
         batch_elementwise(prim)
+        prim.sharding = rules_sharding.elementwise(partials)
         self.primitive = prim
         self.wrapper = self._make_wrapper(doc)
 
@@ -290,16 +296,19 @@ def _checked_impl(name, fn, nin):
     return impl
 
 
-def unary(name, impl, *, domain="any", out="same", doc=""):
+def unary(name, impl, *, domain="any", out="same", doc="", partials=()):
     """Declares a one-operand elementwise op; returns its public wrapper (``.primitive`` set)."""
-    return Elementwise(name, impl, 1, domain=domain, out=out, doc=doc).wrapper
+    return Elementwise(name, impl, 1, domain=domain, out=out, doc=doc,
+                       partials=partials).wrapper
 
 
-def binary(name, impl, *, domain="any", out="same", doc=""):
+def binary(name, impl, *, domain="any", out="same", doc="", partials=()):
     """Declares a two-operand broadcasting elementwise op; returns its public wrapper."""
-    return Elementwise(name, impl, 2, domain=domain, out=out, doc=doc).wrapper
+    return Elementwise(name, impl, 2, domain=domain, out=out, doc=doc,
+                       partials=partials).wrapper
 
 
-def nary(name, impl, nin, *, domain="any", out="same", doc=""):
+def nary(name, impl, nin, *, domain="any", out="same", doc="", partials=()):
     """Declares an ``nin``-operand broadcasting elementwise op; returns its public wrapper."""
-    return Elementwise(name, impl, nin, domain=domain, out=out, doc=doc).wrapper
+    return Elementwise(name, impl, nin, domain=domain, out=out, doc=doc,
+                       partials=partials).wrapper

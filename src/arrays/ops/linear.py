@@ -29,6 +29,7 @@ from .axes import normalize_axis
 from .convert_element_type import convert_element_type
 from .elementwise_family import broadcast_shapes, promote_operands
 from .rules import add_tangents
+from . import rules_sharding as RS
 
 __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "vecdot", "kron",
            "cross"]
@@ -252,9 +253,27 @@ def _dot_general_batch(args, dims, *, dimension_numbers, preferred_element_type)
     return _bind(lhs, rhs, ((lc, rc), (lb, rb)), preferred_element_type), out_dim
 
 
+def _dot_general_sharding(in_avals, out_avals, *, dimension_numbers, preferred_element_type):
+    """Batch dims split alike give split results; a free dim of one operand split (the other
+    replicated) splits the matching result dim; contracting dims split alike give a partial
+    sum; and the product is linear in each operand (a partial sum times a replicated operand)."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = in_avals
+    lf = _free_axes(len(lhs.shape), lc, lb)
+    rf = _free_axes(len(rhs.shape), rc, rb)
+    S, R_, P_ = RS.Shard, RS.R, RS.Partial
+    combos = [((S(i),), (S(a), S(b))) for i, (a, b) in enumerate(zip(lb, rb))]
+    combos += [((S(len(lb) + i),), (S(a), R_)) for i, a in enumerate(lf)]
+    combos += [((S(len(lb) + len(lf) + i),), (R_, S(b))) for i, b in enumerate(rf)]
+    combos += [((P_("sum"),), (S(a), S(b))) for a, b in zip(lc, rc)]
+    combos += [((P_("sum"),), (P_("sum"), R_)), ((P_("sum"),), (R_, P_("sum")))]
+    return combos
+
+
 dot_general_p.jvp = _dot_general_jvp
 dot_general_p.transpose = _dot_general_transpose
 dot_general_p.batch = _dot_general_batch
+dot_general_p.sharding = _dot_general_sharding
 dot_general_p.is_linear = True
 
 

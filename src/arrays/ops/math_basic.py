@@ -27,6 +27,7 @@ from .arithmetic import add, divide, equal, multiply, negative, not_equal, squar
 from .convert_element_type import convert_element_type
 from .elementwise_docs import binary_doc, unary_doc
 from .elementwise_family import _LOW, _check_domain, binary, unary
+from . import rules_sharding as RS
 from .rules import (
     Zero, batch_unary_same_axis, broadcast_to_shape, deflinear, defjvp, defjvp_zero, snp,
     tangent_aval,
@@ -357,9 +358,9 @@ for _p in (isfinite, isinf, isnan, signbit):
 
 # ---- complex parts -----------------------------------------------------------------------------
 
-_real = unary("real", np.real, out="real")
-_imag = unary("imag", np.imag, out="real")
-_conj = unary("conj", np.conjugate)
+_real = unary("real", np.real, out="real", partials=RS.UNARY_SUM)
+_imag = unary("imag", np.imag, out="real", partials=RS.UNARY_SUM)
+_conj = unary("conj", np.conjugate, partials=RS.UNARY_SUM)
 
 
 def real(x, /):

@@ -23,6 +23,7 @@ from .elementwise_docs import SUBGRADIENTS, binary_doc
 from .elementwise_family import (
     DOMAINS, _check_domain, _scalar_same_dtype, binary, broadcast_shapes, nary, promote_operands,
 )
+from . import rules_sharding as RS
 from .math_basic import param_unary_primitive
 
 __all__ = ["maximum", "minimum", "fmax", "fmin", "clip", "clamp", "clamp_min", "clamp_max",
@@ -31,18 +32,18 @@ __all__ = ["maximum", "minimum", "fmax", "fmin", "clip", "clamp", "clamp_min", "
 _ZERO_NOTE = ("The sign of a zero result when comparing -0.0 with 0.0 is implementation-defined "
               "(as in the Array API and NumPy).")
 
-maximum = binary("maximum", np.maximum, domain="real", doc=binary_doc(
+maximum = binary("maximum", np.maximum, domain="real", partials=RS.MAX_MAX, doc=binary_doc(
     "Elementwise maximum; NaN-propagating (a NaN operand gives NaN).", "real",
     notes=_ZERO_NOTE + " bool: logical or. Complex raises TypeError (no order).\n\n"
     + SUBGRADIENTS))
-minimum = binary("minimum", np.minimum, domain="real", doc=binary_doc(
+minimum = binary("minimum", np.minimum, domain="real", partials=RS.MIN_MIN, doc=binary_doc(
     "Elementwise minimum; NaN-propagating (a NaN operand gives NaN).", "real",
     notes=_ZERO_NOTE + " bool: logical and. Complex raises TypeError (no order).\n\n"
     + SUBGRADIENTS))
-fmax = binary("fmax", np.fmax, domain="real", doc=binary_doc(
+fmax = binary("fmax", np.fmax, domain="real", partials=RS.MAX_MAX, doc=binary_doc(
     "Elementwise maximum ignoring NaN: the other operand where one is NaN, NaN only where "
     "both are.", "real", notes=_ZERO_NOTE + "\n\n" + SUBGRADIENTS))
-fmin = binary("fmin", np.fmin, domain="real", doc=binary_doc(
+fmin = binary("fmin", np.fmin, domain="real", partials=RS.MIN_MIN, doc=binary_doc(
     "Elementwise minimum ignoring NaN: the other operand where one is NaN, NaN only where "
     "both are.", "real", notes=_ZERO_NOTE + "\n\n" + SUBGRADIENTS))
 

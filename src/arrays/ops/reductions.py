@@ -44,6 +44,7 @@ from ..convert import operand
 from .axes import AxisError, normalize_axes  # noqa: F401  (AxisError re-exported for users)
 from .convert_element_type import convert_element_type, convert_element_type_p
 from .elementwise_family import broadcast_shapes
+from . import rules_sharding as RS
 from .shape_lax import broadcast_in_dim, pad as lax_pad, reshape as lax_reshape
 from .shape_lax import transpose as lax_transpose
 
@@ -248,6 +249,14 @@ reduce_and_p = _declare("reduce_and", _logical_impl(np.logical_and))
 reduce_or_p = _declare("reduce_or", _logical_impl(np.logical_or))
 reduce_max_p.meta["identity"] = _lowest
 reduce_min_p.meta["identity"] = _highest
+# Sharding: a split kept dim stays split; a split reduced dim leaves a pending reduction
+# (and / or of bools are min / max of 0 / 1).
+reduce_sum_p.sharding = RS.reduction("sum", linear=True)
+reduce_prod_p.sharding = RS.reduction("prod")
+reduce_max_p.sharding = RS.reduction("max")
+reduce_min_p.sharding = RS.reduction("min")
+reduce_and_p.sharding = RS.reduction("min")
+reduce_or_p.sharding = RS.reduction("max")
 
 
 def _arg_impl(np_fn, name):
@@ -279,6 +288,7 @@ argmin_p = Primitive("argmin", family="reduction")
 for _p, _fn in ((argmax_p, np.argmax), (argmin_p, np.argmin)):
     _p.impl = _arg_impl(_fn, _p.name)
     _p.abstract_eval = _arg_abstract_eval
+    _p.sharding = RS.reduction(None)   # an index over a split dim needs the whole dim
 del _p, _fn
 
 

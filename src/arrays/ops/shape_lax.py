@@ -47,6 +47,7 @@ from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
 from ..array import Array, wrap
 from . import rules as R
 from .axes import AxisError, normalize_axes, normalize_axis  # noqa: F401  (re-used by shape.py)
+from . import rules_sharding as RS
 
 
 def _same_weak(w, **params):
@@ -203,6 +204,8 @@ def _reshape_batch(args, dims, *, new_sizes):
 
 _linear(reshape_p, _reshape_transpose)
 reshape_p.batch = _reshape_batch
+reshape_p.sharding = RS.reshape_strategy
+reshape_p.meta["shard_params"] = RS.local_out_shape("new_sizes")
 
 
 # ---- broadcast_in_dim -------------------------------------------------------------------------
@@ -309,8 +312,22 @@ def _bid_batch(args, dims, *, shape, broadcast_dimensions):
                             (0,) + tuple(d + 1 for d in broadcast_dimensions)), 0
 
 
+def _bid_sharding(in_avals, out_avals, *, shape, broadcast_dimensions):
+    # an operand dim of full size keeps its split; a new or expanded result dim may be split
+    # with the operand replicated (each device broadcasts to its own piece only)
+    x = in_avals[0]
+    combos = [((RS.Shard(d),), (RS.Shard(i),)) for i, d in enumerate(broadcast_dimensions)
+              if x.shape[i] == shape[d] and shape[d] > 1]
+    full = {d for i, d in enumerate(broadcast_dimensions) if x.shape[i] == shape[d]}
+    combos += [((RS.Shard(d),), (RS.R,)) for d in range(len(shape))
+               if d not in full and shape[d] > 1]
+    return combos + list(RS.VALUE_PARTIALS)
+
+
 _linear(broadcast_in_dim_p, _bid_transpose)
 broadcast_in_dim_p.batch = _bid_batch
+broadcast_in_dim_p.sharding = _bid_sharding
+broadcast_in_dim_p.meta["shard_params"] = RS.local_out_shape("shape")
 
 
 # ---- transpose --------------------------------------------------------------------------------
@@ -358,6 +375,8 @@ def _transpose_batch(args, dims, *, permutation):
 
 _linear(transpose_p, _transpose_transpose)
 transpose_p.batch = _transpose_batch
+transpose_p.sharding = lambda in_avals, out_avals, *, permutation: [
+    ((RS.Shard(d),), (RS.Shard(p),)) for d, p in enumerate(permutation)] + list(RS.VALUE_PARTIALS)
 
 
 # ---- squeeze ----------------------------------------------------------------------------------
@@ -403,8 +422,15 @@ def _squeeze_batch(args, dims, *, dimensions):
     return squeeze(x, phys), d - sum(1 for a in phys if a < d)
 
 
+def _squeeze_sharding(in_avals, out_avals, *, dimensions):
+    kept = [d for d in range(len(in_avals[0].shape)) if d not in dimensions]
+    return [((RS.Shard(i),), (RS.Shard(d),)) for i, d in enumerate(kept)] + \
+        list(RS.VALUE_PARTIALS)
+
+
 _linear(squeeze_p, _squeeze_transpose)
 squeeze_p.batch = _squeeze_batch
+squeeze_p.sharding = _squeeze_sharding
 
 
 def expand_dims(x, dimensions):
@@ -460,6 +486,9 @@ def _rev_batch(args, dims, *, dimensions):
 
 _linear(rev_p, _rev_transpose)
 rev_p.batch = _rev_batch
+rev_p.sharding = lambda in_avals, out_avals, *, dimensions: [
+    ((RS.Shard(d),), (RS.Shard(d),)) for d in range(len(in_avals[0].shape))
+    if d not in dimensions] + list(RS.VALUE_PARTIALS)
 
 
 # ---- concatenate ------------------------------------------------------------------------------
@@ -531,8 +560,15 @@ def _concat_batch(args, dims, *, dimension):
     return concatenate(xs, dimension + 1), 0
 
 
+def _concat_sharding(in_avals, out_avals, *, dimension):
+    n = len(in_avals)
+    return [((RS.Shard(d),), (RS.Shard(d),) * n) for d in range(len(out_avals[0].shape))
+            if d != dimension] + [((RS.Partial("sum"),), (RS.Partial("sum"),) * n)]
+
+
 _linear(concatenate_p, _concat_transpose)
 concatenate_p.batch = _concat_batch
+concatenate_p.sharding = _concat_sharding
 
 
 # ---- pad --------------------------------------------------------------------------------------
@@ -643,8 +679,15 @@ def _pad_batch(args, dims, *, padding_config):
     return where(mask, fill, padded), 0
 
 
+def _pad_sharding(in_avals, out_avals, *, padding_config):
+    # dims without padding keep their split; the padding value is a replicated scalar
+    return [((RS.Shard(d),), (RS.Shard(d), RS.R)) for d, cfg in enumerate(padding_config)
+            if tuple(cfg) == (0, 0, 0)]
+
+
 _linear(pad_p, _pad_transpose)
 pad_p.batch = _pad_batch
+pad_p.sharding = _pad_sharding
 
 
 # ---- slice ------------------------------------------------------------------------------------
@@ -743,8 +786,27 @@ def _slice_batch(args, dims, *, start_indices, limit_indices, strides):
     return static_slice(x, starts, limits, strides), d
 
 
+def _slice_sharding(in_avals, out_avals, *, start_indices, limit_indices, strides):
+    # dims taken whole keep their split
+    x = in_avals[0]
+    return [((RS.Shard(d),), (RS.Shard(d),)) for d in range(len(x.shape))
+            if start_indices[d] == 0 and limit_indices[d] == x.shape[d]
+            and (strides is None or strides[d] == 1)] + list(RS.VALUE_PARTIALS)
+
+
+def _slice_local_params(params, in_avals, out_shapes):
+    # a dim taken whole takes the whole local piece
+    limits = list(params["limit_indices"])
+    for d, n in enumerate(out_shapes[0]):
+        if params["start_indices"][d] == 0 and n == in_avals[0].shape[d]:
+            limits[d] = n
+    return dict(params, limit_indices=tuple(limits))
+
+
 _linear(slice_p, _slice_transpose)
 slice_p.batch = _slice_batch
+slice_p.sharding = _slice_sharding
+slice_p.meta["shard_params"] = _slice_local_params
 
 
 # ---- iota -------------------------------------------------------------------------------------

@@ -1,0 +1,316 @@
+"""The in-process runtime: the devices of this process, one worker thread each.
+
+``run_spmd(mesh, fn)`` runs ``fn(ctx)`` on every local device of ``mesh`` at once, each in its
+device's worker thread with its SpmdContext; NumPy, BLAS and the cpp kernels release the GIL,
+so N devices use N cores. Collectives meet at a *rendezvous* (one per group and sequence
+number): every member deposits its buffer, a barrier releases them, and each computes its own
+result from the deposits (no copies of the inputs are made; arrays are immutable).
+
+All-reduce of large buffers splits the work: member r reduces chunk r of every deposit, in rank
+order (the same rounding on every member), and writes it into every member's output; a second
+barrier ends the operation. Results are private buffers: one device's compiled program may reuse
+its buffers in place without touching another device's.
+
+A failure in one device's computation aborts the run: the peers waiting in a collective get a
+CollectiveError, and ``run_spmd`` raises the original exception.
+"""
+from __future__ import annotations
+
+import math
+import queue
+import threading
+from concurrent.futures import FIRST_EXCEPTION, Future, wait
+
+import numpy as np
+
+from ...core import dtypes
+from ...core.placements import chunk_bounds
+from .context import CollectiveError, CollectiveTimeout, SpmdContext, reset_spmd, set_spmd
+
+_PARALLEL_MIN = 1 << 16   # elements: below, every member reduces the whole buffer itself
+
+
+def reduce_ufunc(op):
+    """The NumPy ufunc that combines two partial values of reduce op ``op``."""
+    return {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum,
+            "prod": np.multiply}[op]
+
+
+def accumulation_dtype(dt):
+    """Low-precision floats accumulate in float32 (rounded once), as Starling's reductions do."""
+    dt = np.dtype(dt)
+    if dt in (dtypes.float16, dtypes.bfloat16) or dt in dtypes.LOW_PRECISION_FLOATS:
+        return np.dtype(np.float32)
+    return dt
+
+
+def finish_reduce(acc, op, n, dt):
+    """``acc`` (the combination of ``n`` values) as the result of reduce op ``op`` in ``dt``."""
+    if op == "avg":
+        acc = acc / n if dtypes.is_inexact(np.dtype(dt)) else acc // n
+    return acc.astype(dt, copy=False) if acc.dtype != dt else acc
+
+
+def _contiguous(x):
+    # np.ascontiguousarray would turn a 0-d array into a 1-d one
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else np.array(x, order="C")
+
+
+class _Rendezvous:
+    __slots__ = ("slots", "barrier", "left", "outs")
+
+    def __init__(self, n):
+        self.slots = [None] * n
+        self.outs = [None] * n
+        self.barrier = threading.Barrier(n)
+        self.left = n
+
+
+class InProcessComm:
+    """Collectives between the devices of one mesh inside this process (see module docstring).
+
+    ``timeout`` (seconds or None) bounds every wait; a collective that times out raises
+    CollectiveTimeout naming the devices that did not arrive.
+    """
+
+    def __init__(self, mesh, timeout=None):
+        self.mesh = mesh
+        self.timeout = timeout
+        self._lock = threading.Lock()
+        self._rvs = {}
+        self._failed = None
+
+    # ---- rendezvous ----------------------------------------------------------------------------
+    def _meet(self, ctx, axes, payload, op):
+        devs, rank = ctx.group(axes)
+        key = (devs, ctx.next_seq(devs))
+        with self._lock:
+            if self._failed is not None:
+                raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})")
+            rv = self._rvs.get(key)
+            if rv is None:
+                rv = self._rvs[key] = _Rendezvous(len(devs))
+        rv.slots[rank] = payload
+        self._wait(rv, devs, op)
+        return key, rv, rank
+
+    def _wait(self, rv, devs, op):
+        try:
+            rv.barrier.wait(self.timeout)
+        except threading.BrokenBarrierError:
+            if self._failed is not None:
+                raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})") from None
+            missing = [d for d, s in zip(devs, rv.slots) if s is None]
+            raise CollectiveTimeout(f"{op}: timed out after {self.timeout} s waiting for "
+                                    f"{missing} (group {list(devs)})", missing) from None
+
+    def _leave(self, key, rv):
+        with self._lock:
+            rv.left -= 1
+            if rv.left == 0:
+                self._rvs.pop(key, None)
+
+    def abort(self, reason):
+        """Breaks every pending rendezvous: peers blocked in collectives raise CollectiveError."""
+        with self._lock:
+            if self._failed is None:
+                self._failed = reason
+            rvs = list(self._rvs.values())
+        for rv in rvs:
+            rv.barrier.abort()
+
+    # ---- collectives (NumPy buffers in, a new NumPy buffer out) --------------------------------
+    def all_reduce(self, ctx, x, axes, op):
+        devs, _ = ctx.group(axes)
+        n = len(devs)
+        x = _contiguous(x)
+        if n == 1:
+            return finish_reduce(x.copy(), op, 1, x.dtype)
+        out = np.empty_like(x)
+        key, rv, rank = self._meet(ctx, axes, (x, out), "all_reduce")
+        try:
+            fn = reduce_ufunc(op)
+            acc_dt = accumulation_dtype(x.dtype)
+            flat = [s[0].reshape(-1) for s in rv.slots]
+            if x.size < _PARALLEL_MIN:
+                out.reshape(-1)[...] = self._reduce(flat, 0, x.size, fn, acc_dt, op, n, x.dtype)
+            else:
+                lo, hi = chunk_bounds(x.size, n, rank)
+                part = self._reduce(flat, lo, hi, fn, acc_dt, op, n, x.dtype)
+                for _, o in rv.slots:
+                    o.reshape(-1)[lo:hi] = part
+                self._wait(rv, devs, "all_reduce")
+        finally:
+            self._leave(key, rv)
+        return out
+
+    @staticmethod
+    def _reduce(flat, lo, hi, fn, acc_dt, op, n, dt):
+        acc = np.array(flat[0][lo:hi], dtype=acc_dt)
+        for f in flat[1:]:
+            fn(acc, f[lo:hi], out=acc)
+        return finish_reduce(acc, op, n, dt)
+
+    def all_gather(self, ctx, x, axes, axis, tiled):
+        devs, _ = ctx.group(axes)
+        if len(devs) == 1:
+            return np.array(x) if tiled else np.expand_dims(x, axis).copy()
+        key, rv, _ = self._meet(ctx, axes, np.asarray(x), "all_gather")
+        try:
+            parts = list(rv.slots)
+            return np.concatenate(parts, axis) if tiled else np.stack(parts, axis)
+        finally:
+            self._leave(key, rv)
+
+    def reduce_scatter(self, ctx, x, axes, op, dim, tiled):
+        devs, rank = ctx.group(axes)
+        n = len(devs)
+        x = np.asarray(x)
+        if n == 1:
+            out = x if tiled else np.take(x, 0, axis=dim)
+            return finish_reduce(np.array(out), op, 1, x.dtype)
+        key, rv, rank = self._meet(ctx, axes, x, "reduce_scatter")
+        try:
+            if tiled:
+                lo, hi = chunk_bounds(x.shape[dim], n, rank)
+                idx = (slice(None),) * dim + (slice(lo, hi),)
+            else:
+                idx = (slice(None),) * dim + (rank,)
+            fn = reduce_ufunc(op)
+            acc = np.array(rv.slots[0][idx], dtype=accumulation_dtype(x.dtype))
+            for s in rv.slots[1:]:
+                fn(acc, s[idx], out=acc)
+            return finish_reduce(acc, op, n, x.dtype)
+        finally:
+            self._leave(key, rv)
+
+    def all_to_all(self, ctx, x, axes, split_axis, concat_axis, tiled):
+        devs, rank = ctx.group(axes)
+        n = len(devs)
+        x = np.asarray(x)
+        if n == 1:
+            return np.array(x) if tiled else np.array(x)
+        key, rv, rank = self._meet(ctx, axes, x, "all_to_all")
+        try:
+            if tiled:
+                pieces = []
+                for s in rv.slots:
+                    lo, hi = chunk_bounds(s.shape[split_axis], n, rank)
+                    pieces.append(s[(slice(None),) * split_axis + (slice(lo, hi),)])
+                return np.concatenate(pieces, concat_axis)
+            pieces = [np.take(s, rank, axis=split_axis) for s in rv.slots]
+            return np.stack(pieces, concat_axis)
+        finally:
+            self._leave(key, rv)
+
+    def ppermute(self, ctx, x, axes, perm):
+        devs, rank = ctx.group(axes)
+        x = np.asarray(x)
+        key, rv, rank = self._meet(ctx, axes, x, "ppermute") if len(devs) > 1 else \
+            (None, None, 0)
+        try:
+            src = next((s for s, d in perm if d == rank), None)
+            if src is None:
+                return np.zeros_like(x)
+            return np.array(rv.slots[src] if rv is not None else x)
+        finally:
+            if rv is not None:
+                self._leave(key, rv)
+
+    def broadcast(self, ctx, x, axes, root):
+        devs, rank = ctx.group(axes)
+        if len(devs) == 1:
+            return np.array(x)
+        key, rv, rank = self._meet(ctx, axes, np.asarray(x), "broadcast")
+        try:
+            return np.array(rv.slots[root])
+        finally:
+            self._leave(key, rv)
+
+
+# ---- device worker threads ---------------------------------------------------------------------
+
+class _Worker(threading.Thread):
+    def __init__(self, device):
+        super().__init__(name=f"starling-{device}", daemon=True)
+        self.q = queue.SimpleQueue()
+
+    def run(self):
+        from ...lowering.runtime import threads as _threads
+        _threads.enter_device_thread()
+        while True:
+            fn, fut = self.q.get()
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(fn())
+            except BaseException as e:   # delivered to the caller of run_spmd
+                fut.set_exception(e)
+
+
+_WORKERS: dict = {}
+_WORKERS_LOCK = threading.Lock()
+
+
+def _worker(device):
+    w = _WORKERS.get(device)
+    if w is None:
+        with _WORKERS_LOCK:
+            w = _WORKERS.get(device)
+            if w is None:
+                w = _WORKERS[device] = _Worker(device)
+                w.start()
+    return w
+
+
+def in_device_thread() -> bool:
+    return isinstance(threading.current_thread(), _Worker)
+
+
+def run_spmd(mesh, fn, comm=None, devices=None):
+    """Runs ``fn(ctx)`` for every local device of ``mesh`` concurrently; returns the results in
+    the order of ``devices`` (default: ``mesh.local_devices``).
+
+    Raises:
+        the first exception any device's computation raised (the others are aborted).
+    """
+    devices = mesh.local_devices if devices is None else devices
+    comm = comm if comm is not None else InProcessComm(mesh)
+    ctxs = [SpmdContext(mesh, d, comm) for d in devices]
+
+    def call(ctx):
+        token = set_spmd(ctx)
+        try:
+            return fn(ctx)
+        finally:
+            reset_spmd(token)
+
+    if len(ctxs) == 1 or in_device_thread():
+        if len(ctxs) > 1:
+            raise RuntimeError("SPMD execution over several devices was started from inside a "
+                               "device's computation (e.g. a sharded operation inside a "
+                               "shard_map body); compute on the local blocks instead")
+        return [call(ctxs[0])]
+    futs = []
+    for ctx in ctxs:
+        fut = Future()
+        _worker(ctx.device).q.put((lambda c=ctx: call(c), fut))
+        futs.append(fut)
+    # A failing device aborts the others at once (they may be blocked in a collective with it).
+    done, pending = wait(futs, return_when=FIRST_EXCEPTION)
+    if pending:
+        failed = [f for f in done if f.exception() is not None]
+        if failed:
+            comm.abort(repr(failed[0].exception()))
+        wait(pending)
+    errors = [f.exception() for f in futs if f.exception() is not None]
+    if errors:
+        comm.abort(repr(errors[0]))
+        primary = [e for e in errors if not isinstance(e, CollectiveError)]
+        raise (primary or errors)[0]
+    return [f.result() for f in futs]
+
+
+def group_size(mesh, axes) -> int:
+    return math.prod(mesh.shape[a] for a in axes)

@@ -1,0 +1,71 @@
+"""Named axes in scope: the axes a collective (``psum(x, "i")``) can refer to.
+
+``vmap(f, axis_name="i")`` and ``shard_map(f, mesh, ...)`` bind names to sizes while they trace
+``f``; a collective looks its axes up here (the innermost binding of a name wins) to know their
+sizes when it is staged. A name bound nowhere is a clear error.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import math
+
+_ENV = contextvars.ContextVar("starling_axis_env", default=())
+
+
+@contextlib.contextmanager
+def bound_axes(sizes: dict):
+    """Binds axis names to sizes inside the block."""
+    token = _ENV.set(_ENV.get() + tuple(sizes.items()))
+    try:
+        yield
+    finally:
+        _ENV.reset(token)
+
+
+def axis_names_in_scope() -> list:
+    seen, out = set(), []
+    for n, _ in reversed(_ENV.get()):
+        if n not in seen:
+            seen.add(n)
+            out.append(n)
+    return out
+
+
+def normalize_axis_names(axis_name, op) -> tuple:
+    """A tuple of axis names from a name or a sequence of names.
+
+    Raises:
+        TypeError: an entry is not a string (or hashable name).
+    """
+    names = tuple(axis_name) if isinstance(axis_name, (tuple, list)) else (axis_name,)
+    for n in names:
+        if n is None or isinstance(n, (list, dict, set)):
+            raise TypeError(f"{op}: axis_name must be a name or a tuple of names, got "
+                            f"{axis_name!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{op}: axis names repeat in {axis_name!r}")
+    return names
+
+
+def axis_size(axis_name, op="axis_size") -> int:
+    """The size of a bound axis (the product over a tuple of names).
+
+    Raises:
+        NameError: a name that no enclosing shard_map / vmap(axis_name=) binds.
+    """
+    names = normalize_axis_names(axis_name, op)
+    env = _ENV.get()
+    sizes = []
+    for n in names:
+        for name, size in reversed(env):
+            if name == n:
+                sizes.append(size)
+                break
+        else:
+            bound = axis_names_in_scope()
+            raise NameError(
+                f"{op}: unbound axis name {n!r}. Collectives refer to the axes of an enclosing "
+                f"shard_map (its mesh's axis names) or vmap(..., axis_name=...); axes in scope "
+                f"here: {bound or 'none'}")
+    return math.prod(sizes)

@@ -1,0 +1,123 @@
+"""Placements: how an array is laid out along ONE mesh dimension (PyTorch DTensor's vocabulary).
+
+* ``Shard(dim)``: the array's dim ``dim`` is split into contiguous chunks, one per position along
+  the mesh dimension. Chunks follow ``torch.chunk``: every chunk has ``ceil(n / k)`` elements
+  except the trailing ones, which are smaller or empty (a dim of 5 over 4 devices: 2, 2, 1, 0).
+* ``Replicate()``: every position holds the whole array.
+* ``Partial(op)``: every position holds a partial value; the array is their reduction with
+  ``op`` ("sum", "avg", "max", "min", "prod").
+
+These are the vocabulary of each primitive's ``sharding`` rule (single-mesh-dim strategies, see
+src/arrays/ops/rules_sharding.py), so they live in core. Placements are immutable and hashable.
+"""
+from __future__ import annotations
+
+REDUCE_OPS = ("sum", "avg", "max", "min", "prod")
+
+
+class Placement:
+    """Base class of Shard, Replicate and Partial."""
+
+    __slots__ = ()
+
+    def is_shard(self, dim=None) -> bool:
+        return False
+
+    def is_replicate(self) -> bool:
+        return False
+
+    def is_partial(self) -> bool:
+        return False
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+
+class Shard(Placement):
+    """The array's dimension ``dim`` is split into contiguous chunks along the mesh dimension.
+
+    Raises:
+        TypeError: ``dim`` is not an int.
+    """
+
+    __slots__ = ("dim",)
+
+    def __init__(self, dim: int):
+        if isinstance(dim, bool) or not isinstance(dim, int):
+            raise TypeError(f"Shard: dim must be an int, got {dim!r}")
+        object.__setattr__(self, "dim", int(dim))
+
+    def is_shard(self, dim=None) -> bool:
+        return dim is None or self.dim == dim
+
+    def __eq__(self, other):
+        return type(other) is Shard and other.dim == self.dim
+
+    def __hash__(self):
+        return hash(("Shard", self.dim))
+
+    def __repr__(self):
+        return f"Shard(dim={self.dim})"
+
+
+class Replicate(Placement):
+    """Every position along the mesh dimension holds the whole array."""
+
+    __slots__ = ()
+
+    def is_replicate(self) -> bool:
+        return True
+
+    def __eq__(self, other):
+        return type(other) is Replicate
+
+    def __hash__(self):
+        return hash("Replicate")
+
+    def __repr__(self):
+        return "Replicate()"
+
+
+class Partial(Placement):
+    """Every position holds a partial value; the array is their reduction with ``reduce_op``.
+
+    Args:
+        reduce_op: one of "sum" (default), "avg", "max", "min", "prod".
+    Raises:
+        ValueError: an unknown reduce_op.
+    """
+
+    __slots__ = ("reduce_op",)
+
+    def __init__(self, reduce_op: str = "sum"):
+        if reduce_op not in REDUCE_OPS:
+            raise ValueError(f"Partial: reduce_op must be one of {REDUCE_OPS}, got {reduce_op!r}")
+        object.__setattr__(self, "reduce_op", reduce_op)
+
+    def is_partial(self) -> bool:
+        return True
+
+    def __eq__(self, other):
+        return type(other) is Partial and other.reduce_op == self.reduce_op
+
+    def __hash__(self):
+        return hash(("Partial", self.reduce_op))
+
+    def __repr__(self):
+        return f"Partial({self.reduce_op})"
+
+
+REPLICATE = Replicate()
+
+
+def chunk_bounds(n: int, k: int, i: int) -> tuple[int, int]:
+    """``[start, stop)`` of chunk ``i`` of ``k`` of a dim of size ``n`` (``torch.chunk`` sizes:
+    ``ceil(n / k)`` each, the trailing chunks smaller or empty)."""
+    c = -(-n // k) if k else 0
+    lo = min(i * c, n)
+    return lo, min(lo + c, n)
+
+
+def chunk_sizes(n: int, k: int) -> list[int]:
+    """Sizes of the ``k`` chunks of a dim of size ``n`` (see ``chunk_bounds``)."""
+    return [b - a for a, b in (chunk_bounds(n, k, i) for i in range(k))]
