@@ -175,28 +175,47 @@ def check_device(device, op="device_put") -> Device:
 
 def device_put(x, device=None):
     """Places ``x`` (a pytree of arrays / array-likes) on ``device``: a Device of this process,
-    "cpu", None (the default device), or a sharding (``NamedSharding`` / placements; see
-    ``starling.sharding.distribute``), which lays each leaf out across a mesh.
+    "cpu", None (the default device), or a sharding (``NamedSharding``, a PartitionSpec with the
+    current mesh, placements), or a pytree prefix of ``x`` of such targets: each leaf is laid
+    out across the mesh (``starling.sharding.distribute``).
 
     Array-likes (NumPy arrays, Python scalars, lists) are copied into new Starling buffers.
     Raises:
-        TypeError: a leaf is not array-like or ``device`` is neither a Device nor a sharding.
-        ValueError: ``device`` belongs to another process.
+        TypeError: a leaf is not array-like or a target is neither a Device nor a sharding.
+        ValueError: ``device`` belongs to another process, or a prefix does not match ``x``.
     """
     from .. import tree as tree_util
-    from .convert import operand
-    if device is not None and not isinstance(device, (Device, str)):
-        from ..collectives.sharding import as_sharding
-        sharding = as_sharding(device, "device_put")
-        if sharding is not None:
-            from ..collectives.sharded_array import distribute_sharding
-            return tree_util.map(lambda leaf: distribute_sharding(leaf, sharding), x)
-    dev = check_device(device, "device_put")
+    if device is None or isinstance(device, (Device, str)) or _is_sharding(device):
+        return tree_util.map(lambda leaf: _put_one(leaf, device), x)
+    try:
+        targets = tree_util.broadcast_prefix(device, x)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"device_put: the targets are not a pytree prefix of the value: "
+                         f"{e}") from None
+    leaves, treedef = tree_util.flatten(x)
+    return tree_util.unflatten(treedef, [_put_one(leaf, t) for leaf, t in zip(leaves, targets)])
 
-    def put(leaf):
-        a = operand(leaf, "device_put")
-        if hasattr(a, "_shards"):   # a sharded array: gather it onto the device
-            from ..collectives.sharded_array import gather_to
-            return gather_to(a, dev)
-        return a.to_device(dev) if hasattr(a, "to_device") else a
-    return tree_util.map(put, x)
+
+def _is_sharding(obj) -> bool:
+    from ..collectives.sharding import NamedSharding, PartitionSpec, SingleDeviceSharding
+    from ..core.placements import Placement
+    return isinstance(obj, (NamedSharding, PartitionSpec, SingleDeviceSharding)) or (
+        isinstance(obj, tuple) and bool(obj) and all(isinstance(p, Placement) for p in obj))
+
+
+def _put_one(leaf, target):
+    from .convert import operand
+    a = operand(leaf, "device_put")
+    if target is not None and not isinstance(target, (Device, str)):
+        from ..collectives.sharding import as_sharding
+        from ..collectives.sharded_array import distribute_sharding
+        sharding = as_sharding(target, "device_put", ndim=a.ndim)
+        if sharding is None:
+            raise TypeError(f"device_put: a target must be a Device, 'cpu', None or a sharding, "
+                            f"got {target!r}")
+        return distribute_sharding(a, sharding)
+    dev = check_device(target, "device_put")
+    if hasattr(a, "_shards"):   # a sharded array: gather it onto the device
+        from ..collectives.sharded_array import gather_to
+        return gather_to(a, dev)
+    return a.to_device(dev) if hasattr(a, "to_device") else a

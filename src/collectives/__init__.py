@@ -21,6 +21,10 @@ from .sharded_array import ArrayShard, ShardedArray, distribute  # noqa: F401
 from .sharding import NamedSharding, P, PartitionSpec, SingleDeviceSharding  # noqa: F401
 from .visualize import visualize_sharding  # noqa: F401
 from . import eager as _eager  # noqa: F401  (installs the eager dispatch for sharded operands)
+from . import compile_sharded as _compile_sharded
+from ..transforms import compile as _compile
+
+_compile.SHARDED_BUILD[0] = _compile_sharded.build
 
 __all__ = ["Mesh", "make_mesh", "current_mesh", "Shard", "Replicate", "Partial", "Placement",
            "NamedSharding", "PartitionSpec", "P", "SingleDeviceSharding", "ShardedArray",

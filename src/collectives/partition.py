@@ -39,6 +39,9 @@ from .sharding import NamedSharding, PartitionSpec, from_placements
 logger = logging.getLogger("starling.sharding")
 _LOGGED_NO_RULE = set()
 _CHANGE_PENALTY = 1e-3   # prefer keeping layouts among equally cheap strategies
+# Each collective also costs a fixed latency, counted as this many bytes: one all_reduce beats a
+# reduce_scatter followed by an all_gather of the same bytes.
+_LATENCY_BYTES = 16384
 
 
 def _log():
@@ -65,17 +68,18 @@ def _placement_on(sharding, axis, ndim):
 def _transition_cost(p_from, p_to, nbytes, k):
     if p_from == p_to:
         return 0.0
+    lat = _LATENCY_BYTES
     if p_to.is_replicate():
         if p_from.is_shard():
-            return (k - 1) * nbytes
-        return 2.0 * nbytes * (k - 1) / k                    # Partial -> Replicate
+            return (k - 1) * nbytes + lat
+        return 2.0 * nbytes * (k - 1) / k + lat              # Partial -> Replicate
     if p_to.is_shard():
         if p_from.is_replicate():
             return _CHANGE_PENALTY
-        return nbytes * (k - 1) / k                          # Shard(i)->Shard(j), Partial->Shard
+        return nbytes * (k - 1) / k + lat                    # Shard(i)->Shard(j), Partial->Shard
     if p_from.is_replicate():                                 # -> Partial
         return _CHANGE_PENALTY
-    return (k - 1) * nbytes + 2.0 * nbytes                   # Shard/other Partial -> Partial
+    return (k - 1) * nbytes + 2.0 * nbytes + 2 * lat          # Shard/other Partial -> Partial
 
 
 def _local_bytes(aval, sharding, device):
@@ -97,21 +101,35 @@ def _candidates(eqn, in_avals, out_avals):
     return combos + [reps]
 
 
-def _choose(eqn, cur, mesh):
-    """(input layouts, output layouts) for ``eqn`` given its operands' layouts ``cur``."""
+def _choose(eqn, cur, mesh, hints=()):
+    """(input layouts, output layouts) for ``eqn``; ``cur[i]`` lists the layouts operand ``i``
+    already exists in (its own, and those earlier consumers redistributed it to); ``hints[j]``
+    is the layout result ``j`` will be wanted in (or None): a strategy producing another one pays
+    for that redistribution too."""
     in_avals = [x.aval for x in eqn.invars]
     out_avals = [v.aval for v in eqn.outvars]
     cands = _candidates(eqn, in_avals, out_avals)
     dev0 = mesh.flat_devices[0]
-    nbytes = [_local_bytes(a, s, dev0) for a, s in zip(in_avals, cur)]
+
+    def cost_on(axis, k, i, want):
+        a = in_avals[i]
+        return min(_transition_cost(_placement_on(s, axis, len(a.shape)), want,
+                                    _local_bytes(a, s, dev0), k) for s in cur[i])
+
+    def later(axis, k, j, have):
+        h = hints[j] if j < len(hints) else None
+        if h is None:
+            return 0.0
+        a = out_avals[j]
+        return _transition_cost(have, _placement_on(h, axis, len(a.shape)),
+                                _local_bytes(a, h, dev0), k)
+
     per_axis = []
     for axis in mesh.axis_names:
         k = mesh.shape[axis]
-        have = [_placement_on(s, axis, len(a.shape)) for s, a in zip(cur, in_avals)]
-        ranked = sorted(
-            range(len(cands)),
-            key=lambda c: (sum(_transition_cost(h, w, b, k) for h, w, b in
-                               zip(have, cands[c][1], nbytes)), c))
+        ranked = sorted(range(len(cands)), key=lambda c: (
+            sum(cost_on(axis, k, i, w) for i, w in enumerate(cands[c][1]))
+            + sum(later(axis, k, j, o) for j, o in enumerate(cands[c][0])), c))
         per_axis.append([cands[c] for c in ranked])
     # the best per axis; if it does not fit the local shapes, the next best axis by axis, then
     # everything replicated
@@ -179,6 +197,30 @@ def _local_params(prim, params, local_in, out_shapes):
     return fn(params, local_in, out_shapes) if fn is not None else params
 
 
+def _hints(prog, out_shardings):
+    """Var -> the layout it will be wanted in: the requested output layouts, carried backwards
+    through same-shape elementwise chains (an optimizer update ends in the parameters'
+    layout, so its operands should be computed there)."""
+    hints = {}
+    for x, s in zip(prog.outvars, out_shardings or ()):
+        if s is not None and not isinstance(x, Literal):
+            hints.setdefault(x, s)
+    for eqn in reversed(prog.eqns):
+        if eqn.primitive.family not in _HINT_FAMILIES or len(eqn.outvars) != 1:
+            continue
+        h = hints.get(eqn.outvars[0])
+        if h is None:
+            continue
+        shape = eqn.outvars[0].aval.shape
+        for x in eqn.invars:
+            if not isinstance(x, Literal) and x.aval.shape == shape:
+                hints.setdefault(x, h)
+    return hints
+
+
+_HINT_FAMILIES = frozenset(("elementwise", "convert", "autodiff"))
+
+
 def _resolved(s):
     """``s`` with pending Partial reductions applied (the default layout of a result)."""
     return s.replace(partial={}) if s.partial else s
@@ -202,6 +244,12 @@ def propagate(prog, in_shardings, out_shardings=None, keep_partial=False):
     def of(x):
         return rep if isinstance(x, Literal) else layout[x]
 
+    avail = {}   # Var -> layouts it exists in (its own first), reused by later consumers
+    hints = _hints(prog, out_shardings)
+
+    def available(x):
+        return [rep] if isinstance(x, Literal) else avail.setdefault(x, [layout[x]])
+
     choices = []
     for eqn in prog.eqns:
         cur = [of(x) for x in eqn.invars]
@@ -216,10 +264,15 @@ def propagate(prog, in_shardings, out_shardings=None, keep_partial=False):
             raise ValueError(f"{prim.name}: a collective outside shard_map in a program being "
                              "partitioned; collectives belong inside shard_map bodies")
         else:
-            ins, outs = _choose(eqn, cur, mesh)
+            ins, outs = _choose(eqn, [available(x) for x in eqn.invars], mesh,
+                                [hints.get(v) for v in eqn.outvars])
             note = ""
+        for x, s in zip(eqn.invars, ins):
+            if not isinstance(x, Literal) and s not in available(x):
+                available(x).append(s)
         if _log():
-            cost = sum(RD.cost(x.aval, c, w) for x, c, w in zip(eqn.invars, cur, ins))
+            cost = sum(min(RD.cost(x.aval, c, w) for c in available(x))
+                       for x, w in zip(eqn.invars, ins))
             logger.info("sharding %s: %s -> %s (moves %.0f bytes/device)%s", prim.name,
                         [list(s.placements) for s in cur], [list(s.placements) for s in outs],
                         cost, f" [{note}]" if note else "")
@@ -253,17 +306,26 @@ def _localize(prog, layout, choices, in_shardings, final, device):
         env = dict(zip(prog.constvars, c_tr))
         env.update(zip(prog.invars, a_tr))
 
+        copies = {}   # Var -> {layout: local value}: each redistribution is done once
+
         def read(x):
             if isinstance(x, Literal):
                 return wrap(x.val, x.aval.weak_type), rep
             return env[x], layout[x]
 
+        def laid_out(x, want):
+            val, have = read(x)
+            if isinstance(x, Literal):
+                return RD.apply_local(val, x.aval.shape, have, want, device)
+            known = copies.setdefault(x, {have: val})
+            if want not in known:
+                src = min(known, key=lambda s: RD.cost(x.aval, s, want))
+                known[want] = RD.apply_local(known[src], x.aval.shape, src, want, device)
+            return known[want]
+
         for ch in choices:
             eqn = ch.eqn
-            xs = []
-            for x, want in zip(eqn.invars, ch.ins):
-                val, have = read(x)
-                xs.append(RD.apply_local(val, x.aval.shape, have, want, device))
+            xs = [laid_out(x, want) for x, want in zip(eqn.invars, ch.ins)]
             prim = eqn.primitive
             if prim is shard_map_p:
                 outs = eval_program(eqn.params["body"], [], *xs)
@@ -278,10 +340,7 @@ def _localize(prog, layout, choices, in_shardings, final, device):
                 outs = outs if prim.multiple_results else [outs]
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
-        results = []
-        for x, want in zip(prog.outvars, final):
-            val, have = read(x)
-            results.append(RD.apply_local(val, x.aval.shape, have, want, device))
+        results = [laid_out(x, want) for x, want in zip(prog.outvars, final)]
         from ..arrays.convert import operand
         results = [operand(r, "partition") for r in results]
         local_prog = trace.to_program(c_tr + a_tr, results)

@@ -66,6 +66,9 @@ def _ctx(op, axes):
 def _declare(name, multiple_results=False):
     p = Primitive(name, multiple_results=multiple_results, family="collectives")
     p.meta["collective"] = True
+    # ordered effects: every device runs the same collectives in the same order, so passes never
+    # fold, merge, drop or reorder them
+    p.meta["effectful"] = True
     p.meta["named_axes"] = lambda params: params["axes"]
     return p
 

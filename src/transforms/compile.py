@@ -28,6 +28,10 @@ from .stage import trace_to_program
 
 set_default_backend = _backends.set_default_backend
 
+# Installed by src/collectives/compile_sharded.py (collectives build on transforms, not the reverse):
+# build(prog, leaf_shardings, out_shardings, backend) -> executable or None.
+SHARDED_BUILD = [None]
+
 
 class DonatedBufferError(RuntimeError):
     """An Array whose buffer was donated to a compiled function was used afterwards."""
@@ -90,8 +94,10 @@ class Compiled:
     signatures have been staged and compiled), ``lower(*args)``, ``clear_cache()``."""
 
     def __init__(self, fun, static_argnums, static_argnames, donate_argnums, dynamic_shapes,
-                 backend):
+                 backend, in_shardings=None, out_shardings=None):
         functools.update_wrapper(self, fun)
+        self.in_shardings = in_shardings
+        self.out_shardings = out_shardings
         self.fun = fun
         self.static_argnums = _normalize_nums("compile", static_argnums)
         self.static_argnames = tuple(static_argnames or ())
@@ -180,7 +186,8 @@ class Compiled:
             sig, labels = self._dynamic(treedef, static_pos, len(args), (dyn_args, dyn_kwargs),
                                         ops)
             return (treedef, sig, statics, backend), static_pos, ops, treedef, (sig, labels)
-        sig = tuple((tuple(x.shape), x.dtype, x.weak_type) for x in ops)
+        sig = tuple((tuple(x.shape), x.dtype, x.weak_type, getattr(x, "_sharding", None))
+                    for x in ops)
         return (treedef, sig, statics, backend), static_pos, ops, treedef, None
 
     def _build(self, key, args, kwargs, static_pos, ops, treedef, dyn=None):
@@ -225,7 +232,10 @@ class Compiled:
             prog = trace_to_program(flat_fun, [x.aval for x in ops])
             prog = run_pipeline(prog, label=name)
             donated = self._donated_mask(args, static_pos, len(ops))
-            if (any(donated) and len(donated) == len(prog.invars)
+            exe = self._sharded(prog, args, static_pos, ops, out_tree, backend)
+            if exe is not None:
+                pass
+            elif (any(donated) and len(donated) == len(prog.invars)
                     and getattr(backend, "supports_donation", False)):
                 # The backend's memory plan may write outputs into the donated buffers.
                 exe = backend.compile(prog, donated=donated)
@@ -236,6 +246,27 @@ class Compiled:
         entry = (prog, exe, out_tree[0], binder)
         self._cache[key] = entry
         return entry
+
+    def _sharded(self, prog, args, static_pos, ops, out_tree, backend):
+        """The sharded executable when arguments are sharded, in/out_shardings are given or the
+        program holds shard_maps / sharding constraints; else None."""
+        hook = SHARDED_BUILD[0]
+        if hook is None:
+            return None
+        leaf = [getattr(x, "_sharding", None) for x in ops]
+        if self.in_shardings is not None:
+            dyn = tuple(a for i, a in enumerate(args) if i not in static_pos)
+            given = _prefix_shardings(self.in_shardings, dyn, "in_shardings",
+                                      getattr(self.fun, "__name__", "fun"))
+            leaf = [g if g is not None else own for g, own in zip(given, leaf)] + \
+                leaf[len(given):]
+        outs = None
+        if self.out_shardings is not None:
+            # placeholders, not None: None is an empty subtree to optree
+            struct = tree_util.unflatten(out_tree[0], [0] * out_tree[0].num_leaves)
+            outs = _prefix_shardings(self.out_shardings, struct, "out_shardings",
+                                     getattr(self.fun, "__name__", "fun"))
+        return hook(prog, leaf, outs, backend)
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Stages and compiles for these arguments (or hits the cache); returns a Lowered."""
@@ -352,6 +383,15 @@ class Compiled:
         return f"Compiled({getattr(self.fun, '__name__', self.fun)})"
 
 
+def _prefix_shardings(shardings, tree, what, name):
+    """One sharding (or None) per leaf of ``tree`` from a pytree prefix of shardings."""
+    try:
+        return tree_util.broadcast_prefix(shardings, tree)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"compile({name}): {what} {shardings!r} is not a pytree prefix of the "
+                         f"{'arguments' if what == 'in_shardings' else 'outputs'}: {e}") from None
+
+
 def _hashable(compiled, what, value):
     try:
         hash(value)
@@ -368,7 +408,7 @@ def _hashable(compiled, what, value):
 
 
 def compile(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(),  # noqa: A001
-            dynamic_shapes=None, backend=None):
+            dynamic_shapes=None, backend=None, in_shardings=None, out_shardings=None):
     """Compiles ``fun`` for fast repeated execution; usable as ``@compile`` or
     ``@compile(static_argnums=...)``.
 
@@ -389,6 +429,12 @@ def compile(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(
         backend: "cpp" (native kernels), "numpy_ref" (interpreter, the oracle), ... Default:
             set_default_backend's choice, else $STARLING_BACKEND, else "cpp" when a C++
             compiler is found, else "numpy_ref".
+        in_shardings / out_shardings: NamedShardings (or None: the argument's own layout;
+            replicated for ordinary Arrays), pytree prefixes of the positional arguments / the
+            outputs, as in JAX's jit. With sharded arguments, these, or shard_maps inside, the
+            program is partitioned into per-device Programs (src/collectives/partition.py) that
+            run on their devices concurrently; outputs are sharded arrays (by default with the
+            propagated layout, pending reductions applied).
     Returns:
         A ``Compiled`` callable with ``lower(*args)`` and ``num_compiles``.
     Raises:
@@ -398,10 +444,12 @@ def compile(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=(
     if fun is None:
         return functools.partial(compile, static_argnums=static_argnums,
                                  static_argnames=static_argnames, donate_argnums=donate_argnums,
-                                 dynamic_shapes=dynamic_shapes, backend=backend)
+                                 dynamic_shapes=dynamic_shapes, backend=backend,
+                                 in_shardings=in_shardings, out_shardings=out_shardings)
     if backend is not None:
         _backends.get_backend(backend)
-    return Compiled(fun, static_argnums, static_argnames, donate_argnums, dynamic_shapes, backend)
+    return Compiled(fun, static_argnums, static_argnames, donate_argnums, dynamic_shapes, backend,
+                    in_shardings, out_shardings)
 
 
 jit = compile

@@ -4,12 +4,14 @@ from __future__ import annotations
 from ...core.primitive import Primitive
 from ..convert import operand
 from . import rules as R
+from . import rules_sharding as RS
 
 stop_gradient_p = Primitive("stop_gradient", family="autodiff")
 stop_gradient_p.impl = lambda x: x
 stop_gradient_p.abstract_eval = lambda x: x
 stop_gradient_p.weak_type = lambda w: w
 R.defjvp_zero(stop_gradient_p)
+stop_gradient_p.sharding = RS.elementwise(RS.UNARY_SUM)
 R.batch_unary_same_axis(stop_gradient_p)
 
 

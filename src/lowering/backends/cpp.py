@@ -76,8 +76,8 @@ _WARNED_NO_COMPILER = []
 
 
 def _report_fallback(prim):
-    if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN:
-        return
+    if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN or prim.meta.get("collective"):
+        return   # collectives call the runtime (moving bytes is their native path)
     _REPORTED.add(prim.name)
     level = logging.WARNING if prim.family in ("elementwise", "reduction") else logging.INFO
     logger.log(level, "starling.lowering: cpp backend runs %s through NumPy", prim.name)

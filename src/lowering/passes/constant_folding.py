@@ -2,7 +2,8 @@
 
 Results become Literals (0-d) or new constvars. Folding is skipped for results larger than
 ``MAX_FOLD_ELEMENTS`` (folding would trade a cheap runtime op for memory held by the
-executable) and for effectful primitives.
+executable), for effectful primitives and for those that run themselves eagerly (shard_map,
+sharding constraints: their results are sharded arrays).
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def constant_folding(prog: Program) -> Program:
         invars = [v if isinstance(v, Literal) else rename.get(v, v) for v in eqn.invars]
         vals = [value(v) for v in invars]
         foldable = (all(x is not None for x in vals) and not eqn.primitive.meta.get("effectful")
+                    and eqn.primitive.eager is None   # makes sharded values (shard_map...)
                     and not eqn_is_symbolic(eqn)  # sizes unknown until bind_shapes
                     and all(int(np.prod(v.aval.shape)) <= MAX_FOLD_ELEMENTS
                             for v in eqn.outvars))
