@@ -259,10 +259,14 @@ def redistribute(x, placements=None, *, mesh=None):
 
 
 def gather_remote(sharding, aval, shards):
-    """The global value when some pieces live in other processes: gathered through the job's
-    runtime (starling.distributed)."""
-    from ..distributed.gather import gather_global
-    return gather_global(sharding, aval, shards)
+    """Reading the whole value of an array whose pieces live in other processes would need every
+    process to take part: an error naming the collective way to do it."""
+    missing = sum(s is None for s in shards)
+    raise RuntimeError(
+        f"this {aval.str_short()} array is spread over processes ({missing} of its "
+        f"{len(shards)} pieces live in other processes), so its whole value is not here; use "
+        "starling.distributed.process_allgather(x) on every process, or x.addressable_shards "
+        "for this process's pieces")
 
 
 __all__ = ["plan", "cost", "apply_local", "redistribute", "as_layout", "from_placements",

@@ -264,6 +264,15 @@ def _worker(device):
     return w
 
 
+def _no_remote(mesh):
+    raise RuntimeError(f"the mesh {mesh} spans processes: call starling.distributed.initialize() "
+                       "(under mpirun / python -m starling.launch) first")
+
+
+# The communicator of meshes spanning processes; starling.distributed installs its MPI one.
+REMOTE_COMM = [_no_remote]
+
+
 def in_device_thread() -> bool:
     return isinstance(threading.current_thread(), _Worker)
 
@@ -276,7 +285,8 @@ def run_spmd(mesh, fn, comm=None, devices=None):
         the first exception any device's computation raised (the others are aborted).
     """
     devices = mesh.local_devices if devices is None else devices
-    comm = comm if comm is not None else InProcessComm(mesh)
+    if comm is None:
+        comm = REMOTE_COMM[0](mesh) if mesh.is_multi_process else InProcessComm(mesh)
     ctxs = [SpmdContext(mesh, d, comm) for d in devices]
 
     def call(ctx):

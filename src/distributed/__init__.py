@@ -1,0 +1,35 @@
+"""``starling.distributed``: many processes and machines, on MPI (mpi4py + Open MPI).
+
+Launch with ``python -m starling.launch -n 4 script.py`` (or mpirun / srun), then call
+``starling.distributed.initialize()``: ``starling.devices()`` becomes the job's devices,
+meshes span processes, and shard_map / compiled sharded programs run their collectives on MPI.
+The eager process-group API uses PyTorch's names (``all_reduce``, ``all_gather``,
+``reduce_scatter``, ``all_to_all``, ``broadcast``, ``send``, ``recv``, ``barrier``,
+``new_group``, ``split_group``); arrays are immutable, so each returns its result.
+"""
+from ..collectives.runtime.context import CollectiveError, CollectiveTimeout  # noqa: F401
+from ..collectives.runtime import inprocess as _inprocess
+from .arrays import make_array_from_process_local_data, process_allgather  # noqa: F401
+from .failures import RankFailure  # noqa: F401
+from .group import (NON_GROUP_MEMBER, MPIBackend, ProcessGroup, Work, all_gather,  # noqa: F401
+                    all_reduce, all_to_all, barrier, broadcast, get_backend_impl, new_group,
+                    recv, reduce_scatter, register_backend, send, set_timeout, split_group)
+from .runtime import (DistributedError, get_rank, get_world_size, initialize,  # noqa: F401
+                      is_initialized, local_rank, shutdown, world_group)
+
+
+def _remote_comm(mesh):
+    from .runtime import world_comm
+    world_comm()
+    return get_backend_impl().comm_for_mesh(mesh)
+
+
+_inprocess.REMOTE_COMM[0] = _remote_comm
+
+__all__ = ["initialize", "is_initialized", "shutdown", "get_rank", "get_world_size",
+           "local_rank", "world_group", "ProcessGroup", "new_group", "split_group",
+           "NON_GROUP_MEMBER", "all_reduce", "all_gather", "reduce_scatter", "all_to_all",
+           "broadcast", "send", "recv", "barrier", "Work", "set_timeout", "RankFailure",
+           "CollectiveTimeout", "CollectiveError", "DistributedError", "register_backend",
+           "get_backend_impl", "MPIBackend", "make_array_from_process_local_data",
+           "process_allgather"]

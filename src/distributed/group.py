@@ -1,0 +1,386 @@
+"""Process groups and the eager collectives with PyTorch's ``torch.distributed`` names.
+
+Each process passes its own Array; results are new Arrays (Starling's arrays are immutable, so
+``all_reduce(x)`` returns the reduction instead of writing into ``x``). ``async_op=True``
+returns a ``Work``: ``wait()`` gives the result, ``is_completed()`` polls, ``exception()`` tells
+what went wrong. Every call runs through ``failures.guarded``: a dead peer raises
+``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``).
+
+Groups: ``world_group()``, ``new_group(ranks)`` (processes outside ``ranks`` get
+``NON_GROUP_MEMBER``), ``split_group(color, key)`` (MPI_Comm_split; ``color=None`` gives
+``NON_GROUP_MEMBER``). A backend registry maps names to implementations (``register_backend``;
+third-party runtimes register through the ``starling.distributed.backends`` entry point group);
+``get_backend_impl(group)`` returns the one serving a group (MPI today).
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..arrays.array import wrap
+from ..arrays.convert import operand
+from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
+from . import runtime
+from .failures import guarded
+from .mpi_types import mpi_op, mpi_view
+
+_OPS = ("sum", "avg", "max", "min", "prod")
+
+
+class _NonGroupMember:
+    """Returned to processes that are not members of a new group (as PyTorch's
+    ``GroupMember.NON_GROUP_MEMBER``)."""
+
+    def __repr__(self):
+        return "NON_GROUP_MEMBER"
+
+    def __bool__(self):
+        return False
+
+
+NON_GROUP_MEMBER = _NonGroupMember()
+
+
+class ProcessGroup:
+    """A set of processes with an MPI communicator. ``ranks``: their world ranks, in group
+    order; ``rank()``: this process's rank in the group; ``size()``."""
+
+    def __init__(self, comm, ranks, name="group", backend="mpi"):
+        self.comm = comm
+        self.ranks = list(ranks)
+        self.name = name
+        self.backend = backend
+        self.timeout = None
+        self.pre_hooks, self.post_hooks = [], []
+
+    def rank(self) -> int:
+        return self.comm.Get_rank()
+
+    def size(self) -> int:
+        return self.comm.Get_size()
+
+    def __repr__(self):
+        return f"ProcessGroup({self.name}, ranks={self.ranks})"
+
+
+def _group(group):
+    g = runtime.world_group() if group is None else group
+    if g is NON_GROUP_MEMBER:
+        raise ValueError("this process is not a member of the group (NON_GROUP_MEMBER)")
+    if not isinstance(g, ProcessGroup):
+        raise TypeError(f"group must be a ProcessGroup, got {g!r}")
+    return g
+
+
+def _timeout(group, timeout):
+    if timeout is not None:
+        return timeout
+    return group.timeout if group.timeout is not None else runtime.default_timeout()
+
+
+def set_timeout(seconds, group=None):
+    """Default timeout (seconds, None for none) of collectives on ``group`` (default: every
+    group without its own).
+
+    Raises:
+        ValueError: a non-positive timeout.
+    """
+    if seconds is not None and not seconds > 0:
+        raise ValueError(f"set_timeout: seconds must be positive or None, got {seconds!r}")
+    if group is None:
+        runtime.set_default_timeout(seconds)
+    else:
+        _group(group).timeout = seconds
+
+
+class Work:
+    """A collective in flight (``async_op=True``). ``wait(timeout=None)`` finishes it and returns
+    the result; ``is_completed()``; ``exception()`` (None, or the error it ended with)."""
+
+    def __init__(self, run):
+        self._run = run
+        self._result = None
+        self._error = None
+        self._done = False
+
+    def _finish(self, block):
+        if self._done:
+            return True
+        try:
+            out = self._run(block)
+        except BaseException as e:   # kept for exception() and re-raised by wait()
+            self._error, self._done = e, True
+            return True
+        if out is _PENDING:
+            return False
+        self._result, self._done = out, True
+        return True
+
+    def is_completed(self) -> bool:
+        return self._finish(False)
+
+    def wait(self, timeout=None):
+        if timeout is None:
+            self._finish(True)
+        else:
+            deadline = time.monotonic() + timeout
+            while not self._finish(False):
+                if time.monotonic() > deadline:
+                    from ..collectives.runtime.context import CollectiveTimeout
+                    raise CollectiveTimeout(f"Work.wait: not complete after {timeout} s")
+                time.sleep(1e-4)
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    result = wait
+
+    def exception(self):
+        self._finish(False)
+        return self._error
+
+
+_PENDING = object()
+
+
+def _call(op, group, x, timeout, async_op, start, finish):
+    """Runs one eager collective: ``start()`` returns an MPI request, ``finish()`` the result."""
+    for hook in group.pre_hooks:
+        hook(op, group, x)
+
+    def done():
+        out = finish()
+        for hook in group.post_hooks:
+            hook(op, group, out)
+        return out
+
+    t = _timeout(group, timeout)
+    if not async_op:
+        guarded(op, group.comm, t, start, shapes=getattr(x, "shape", ()),
+                dtype=getattr(x, "dtype", None))
+        return done()
+    state = {}
+
+    def run(block):
+        if "started" not in state:
+            state["started"] = True
+            state["req"] = start()
+        if block:
+            req = state.pop("req")
+            guarded(op, group.comm, t, lambda: req, shapes=getattr(x, "shape", ()),
+                    dtype=getattr(x, "dtype", None))
+            return done()
+        if state["req"].Test():
+            return done()
+        return _PENDING
+    return Work(run)
+
+
+def _buf(x, op):
+    a = operand(x, op)
+    b = np.asarray(a)
+    return a, (b if b.flags.c_contiguous else np.array(b, order="C"))
+
+
+def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
+    """The reduction of every group member's ``x`` (same shape and dtype everywhere).
+
+    Args:
+        op: "sum", "avg", "max", "min" or "prod".
+    Returns:
+        The result Array (or a Work when ``async_op``).
+    Raises:
+        ValueError: an unknown op. RankFailure / CollectiveTimeout: see module docstring.
+    """
+    if op not in _OPS:
+        raise ValueError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
+    g = _group(group)
+    a, b = _buf(x, "all_reduce")
+    acc = accumulation_dtype(b.dtype)
+    send = b.astype(acc) if acc != b.dtype else b
+    out = np.empty_like(send)
+    return _call("all_reduce", g, b, timeout, async_op,
+                 lambda: g.comm.Iallreduce(mpi_view(send), mpi_view(out),
+                                           op=mpi_op("sum" if op == "avg" else op, acc)),
+                 lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), a.weak_type))
+
+
+def all_gather(x, group=None, async_op=False, timeout=None):
+    """Every member's ``x`` (same shape everywhere), as a list of Arrays in group rank order."""
+    g = _group(group)
+    a, b = _buf(x, "all_gather")
+    out = np.empty((g.size(),) + b.shape, b.dtype)
+    return _call("all_gather", g, b, timeout, async_op,
+                 lambda: g.comm.Iallgather(mpi_view(b), mpi_view(out)),
+                 lambda: [wrap(out[i], a.weak_type) for i in range(g.size())])
+
+
+def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
+    """Member ``r`` gets block ``r`` (along dim 0) of the reduction of everyone's ``x``; dim 0
+    must be divisible by the group size (PyTorch's ``reduce_scatter_tensor``).
+
+    Raises:
+        ValueError: dim 0 not divisible, or an unknown op.
+    """
+    if op not in _OPS:
+        raise ValueError(f"reduce_scatter: op must be one of {_OPS}, got {op!r}")
+    g = _group(group)
+    a, b = _buf(x, "reduce_scatter")
+    n = g.size()
+    if b.ndim == 0 or b.shape[0] % n:
+        raise ValueError(f"reduce_scatter: dim 0 of shape {b.shape} must be divisible by the "
+                         f"group size {n}")
+    acc = accumulation_dtype(b.dtype)
+    send = b.astype(acc) if acc != b.dtype else b
+    out = np.empty((b.shape[0] // n,) + b.shape[1:], acc)
+    return _call("reduce_scatter", g, b, timeout, async_op,
+                 lambda: g.comm.Ireduce_scatter_block(
+                     mpi_view(send), mpi_view(out),
+                     op=mpi_op("sum" if op == "avg" else op, acc)),
+                 lambda: wrap(finish_reduce(out, op, n, b.dtype), a.weak_type))
+
+
+def all_to_all(x, group=None, async_op=False, timeout=None):
+    """Member ``r`` gets block ``r`` (along dim 0) of every member's ``x``, concatenated in rank
+    order (``all_to_all_single``); dim 0 must be divisible by the group size."""
+    g = _group(group)
+    a, b = _buf(x, "all_to_all")
+    n = g.size()
+    if b.ndim == 0 or b.shape[0] % n:
+        raise ValueError(f"all_to_all: dim 0 of shape {b.shape} must be divisible by the group "
+                         f"size {n}")
+    out = np.empty_like(b)
+    return _call("all_to_all", g, b, timeout, async_op,
+                 lambda: g.comm.Ialltoall(mpi_view(b), mpi_view(out)),
+                 lambda: wrap(out, a.weak_type))
+
+
+def broadcast(x, src=0, group=None, async_op=False, timeout=None):
+    """Member ``src``'s ``x`` on every member (others pass an array of the same shape/dtype).
+
+    Raises:
+        ValueError: ``src`` out of range.
+    """
+    g = _group(group)
+    if not 0 <= src < g.size():
+        raise ValueError(f"broadcast: src {src} out of range for a group of {g.size()}")
+    a, b = _buf(x, "broadcast")
+    out = b.copy()
+    return _call("broadcast", g, b, timeout, async_op,
+                 lambda: g.comm.Ibcast(mpi_view(out), root=src),
+                 lambda: wrap(out, a.weak_type))
+
+
+def send(x, dst, group=None, tag=0, timeout=None):
+    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI)."""
+    g = _group(group)
+    a, b = _buf(x, "send")
+    _call("send", g, b, timeout, False, lambda: g.comm.Isend(mpi_view(b), dest=dst, tag=tag),
+          lambda: None)
+
+
+def recv(like, src, group=None, tag=0, timeout=None):
+    """Receives an array shaped like ``like`` (an Array, or ``(shape, dtype)``) from ``src``."""
+    g = _group(group)
+    if isinstance(like, tuple):
+        shape, dtype = like
+        out = np.empty(shape, dtype)
+    else:
+        out = np.empty_like(np.asarray(operand(like, "recv")))
+    _call("recv", g, out, timeout, False, lambda: g.comm.Irecv(mpi_view(out), source=src,
+                                                               tag=tag),
+          lambda: None)
+    return wrap(out)
+
+
+def barrier(group=None, timeout=None):
+    """Waits until every member arrives."""
+    g = _group(group)
+    _call("barrier", g, np.zeros(()), timeout, False, lambda: g.comm.Ibarrier(), lambda: None)
+
+
+def new_group(ranks, timeout=None):
+    """A group of the given world ranks (each process calls it; non-members get
+    ``NON_GROUP_MEMBER``).
+
+    Raises:
+        ValueError: duplicate or out-of-range ranks.
+    """
+    ranks = [int(r) for r in ranks]
+    world = runtime.world_comm()
+    if len(set(ranks)) != len(ranks) or any(not 0 <= r < world.Get_size() for r in ranks):
+        raise ValueError(f"new_group: ranks must be distinct world ranks in "
+                         f"[0, {world.Get_size()}), got {ranks}")
+    if runtime.get_rank() not in ranks:
+        return NON_GROUP_MEMBER
+    wg = world.Get_group()
+    sub = wg.Incl(ranks)
+    comm = world.Create_group(sub, tag=11)
+    wg.Free()
+    sub.Free()
+    comm.Set_errhandler(runtime.mpi().ERRORS_RETURN)
+    g = ProcessGroup(comm, ranks, name=f"group{ranks}")
+    g.timeout = timeout
+    return g
+
+
+def split_group(color, key=None, group=None):
+    """Splits ``group`` (default: world) by ``color`` (MPI_Comm_split, collective over the
+    group): members with equal colors form a new group ordered by ``key`` (default: rank);
+    ``color=None`` gives ``NON_GROUP_MEMBER``."""
+    g = _group(group)
+    MPI = runtime.mpi()
+    c = MPI.UNDEFINED if color is None else int(color)
+    comm = g.comm.Split(c, g.rank() if key is None else int(key))
+    if comm == MPI.COMM_NULL:
+        return NON_GROUP_MEMBER
+    comm.Set_errhandler(MPI.ERRORS_RETURN)
+    ranks = comm.allgather(runtime.get_rank())
+    return ProcessGroup(comm, ranks, name=f"split{color}")
+
+
+# ---- backends ------------------------------------------------------------------------------------
+
+_BACKENDS = {}
+
+
+class MPIBackend:
+    """The MPI implementation (mpi4py + Open MPI) serving groups and multi-process meshes."""
+
+    name = "mpi"
+
+    def comm_for_mesh(self, mesh, timeout=None):
+        from .mpi_comm import MPIComm
+        return MPIComm(mesh, timeout)
+
+
+def register_backend(name, factory):
+    """Makes a runtime available under ``name`` (``factory()`` returns the backend object)."""
+    _BACKENDS[name] = factory
+
+
+def _load_entry_points():
+    from importlib.metadata import entry_points
+    for ep in entry_points(group="starling.distributed.backends"):
+        if ep.name not in _BACKENDS:
+            _BACKENDS[ep.name] = ep.load()
+
+
+def get_backend_impl(group=None):
+    """The backend object serving ``group`` (default: world).
+
+    Raises:
+        ValueError: the group's backend is not registered.
+    """
+    g = _group(group)
+    if g.backend not in _BACKENDS:
+        _load_entry_points()
+    try:
+        return _BACKENDS[g.backend]()
+    except KeyError:
+        raise ValueError(f"get_backend_impl: no backend {g.backend!r}; registered: "
+                         f"{sorted(_BACKENDS)}") from None
+
+
+register_backend("mpi", MPIBackend)

@@ -1,0 +1,47 @@
+"""NumPy dtypes and reduce ops as MPI datatypes / ops (buffers passed without copies or pickle).
+
+Types MPI has no name for (bfloat16, float8, float4) travel as raw bytes of the same width for
+data movement; reductions convert them to float32 first (src/distributed/mpi_comm.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import runtime
+
+_BY_KIND = {}
+
+
+def _table():
+    if not _BY_KIND:
+        MPI = runtime.mpi()
+        _BY_KIND.update({
+            np.dtype(np.bool_): MPI.C_BOOL, np.dtype(np.int8): MPI.INT8_T,
+            np.dtype(np.int16): MPI.INT16_T, np.dtype(np.int32): MPI.INT32_T,
+            np.dtype(np.int64): MPI.INT64_T, np.dtype(np.uint8): MPI.UINT8_T,
+            np.dtype(np.uint16): MPI.UINT16_T, np.dtype(np.uint32): MPI.UINT32_T,
+            np.dtype(np.uint64): MPI.UINT64_T, np.dtype(np.float32): MPI.FLOAT,
+            np.dtype(np.float64): MPI.DOUBLE, np.dtype(np.complex64): MPI.C_FLOAT_COMPLEX,
+            np.dtype(np.complex128): MPI.C_DOUBLE_COMPLEX,
+        })
+    return _BY_KIND
+
+
+def mpi_view(arr):
+    """``[buffer, MPI datatype]`` for a C-contiguous NumPy array (unnamed types as bytes)."""
+    table = _table()
+    dt = arr.dtype
+    if dt in table:
+        return [arr, table[dt]]
+    raw = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
+    v = arr.view(raw)
+    return [v, table[np.dtype(raw)]]
+
+
+def mpi_op(op, dtype):
+    """The MPI op of a Starling reduce op for ``dtype`` (bool: sum / max are or, min / prod
+    and, as NumPy's ufuncs compute on bool)."""
+    MPI = runtime.mpi()
+    if np.dtype(dtype) == np.bool_:
+        return {"sum": MPI.LOR, "max": MPI.LOR, "min": MPI.LAND, "prod": MPI.LAND}[op]
+    return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
