@@ -224,6 +224,9 @@ def gather_pieces(sharding, aval, shards):
     runtime first)."""
     mesh = sharding.mesh
     if any(s is None for s in shards):
+        local = _local_cover(sharding, aval, shards)
+        if local is not None:   # this process's pieces already hold every block
+            return local
         from .redistribute import gather_remote
         return gather_remote(sharding, aval, shards)
     partial = sharding.partial
@@ -257,6 +260,28 @@ def gather_pieces(sharding, aval, shards):
     if op is None:
         return _gather_mixed(sharding, aval, shards)
     return np.asarray(finish_reduce(acc, op, count, aval.dtype))
+
+
+def _local_cover(sharding, aval, shards):
+    """The value from the pieces present here when they cover every block (no pending
+    reductions), else None."""
+    if sharding.partial:
+        return None
+    shape = tuple(aval.shape)
+    blocks = {}
+    for dev, piece in zip(sharding.mesh.flat_devices, shards):
+        idx = sharding.shard_index(shape, dev)
+        key = tuple((sl.start, sl.stop) for sl in idx)
+        if piece is not None:
+            blocks[key] = (idx, piece)
+        else:
+            blocks.setdefault(key, None)
+    if any(v is None for v in blocks.values()):
+        return None
+    out = np.empty(shape, aval.dtype)
+    for idx, piece in blocks.values():
+        out[idx] = piece
+    return out
 
 
 def _gather_mixed(sharding, aval, shards):

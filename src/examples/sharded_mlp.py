@@ -2,6 +2,7 @@
 
     python -m starling.examples.sharded_mlp                # 4 in-process CPU devices
     python -m starling.examples.sharded_mlp --epochs 5 --no-compare
+    python -m starling.launch -n 4 -m starling.examples.sharded_mlp   # 4 MPI processes
 
 The batch is split over the mesh axis ``data``; the two weight matrices are split over ``model``
 as in Megatron-LM (Shoeybi et al. 2019): the first by columns (each device computes some hidden
@@ -11,10 +12,14 @@ arguments' layouts (src/collectives/partition.py), inserting the collectives its
 ``out_shardings`` keeps parameters and optimizer state in their layouts from step to step. The
 run also trains the same model on one device with the same batches and reports the largest
 per-step loss difference (float32 rounding only: sums happen in a different order).
+
+Under ``python -m starling.launch -n 4`` (MPI) the same code runs on 4 processes, one device
+each: ``starling.distributed.initialize()`` makes the mesh span them, and rank 0 prints.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -31,15 +36,37 @@ from .digits import accuracy, batches, init_params, load_digits, loss_fn
 PARAM_SPECS = [(P(None, "model"), P("model")), (P("model", None), P())]
 
 
+def launched_by_mpi() -> bool:
+    """True under mpirun / srun / starling.launch (the launcher's environment)."""
+    return any(v in os.environ for v in ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"))
+
+
 def ensure_devices(n: int) -> None:
-    """Asks for ``n`` in-process CPU devices unless the devices are already set up."""
-    try:
-        st.config.update("num_cpu_devices", n)
-    except RuntimeError:
-        pass
-    if len(st.devices()) < n:
-        raise SystemExit(f"sharded_mlp needs {n} devices, have {len(st.devices())}: set "
-                         f"STARLING_NUM_CPU_DEVICES={n}")
+    """``n`` devices: the processes of an MPI job (one device each), else ``n`` in-process
+    CPU devices.
+
+    Raises:
+        SystemExit: the job or the process has a different number of devices.
+    """
+    if launched_by_mpi():
+        import starling.distributed as dist
+        dist.initialize()
+    else:
+        try:
+            st.config.update("num_cpu_devices", n)
+        except RuntimeError:
+            pass
+    if len(st.devices()) != n:
+        raise SystemExit(f"sharded_mlp needs {n} devices, have {len(st.devices())}: run it in one "
+                         f"process (STARLING_NUM_CPU_DEVICES={n}) or on {n} MPI processes")
+
+
+def whole(x):
+    """The whole value of a sharded array (collective when it spans processes)."""
+    if launched_by_mpi():
+        import starling.distributed as dist
+        return dist.process_allgather(x)
+    return x.full_array()
 
 
 def param_shardings(mesh):
@@ -119,28 +146,32 @@ def main(argv=None):
     if args.epochs < 1 or args.batch_size < 2 or args.batch_size % 2:
         parser.error("--epochs must be positive and --batch-size even (split over 'data' = 2)")
     ensure_devices(4)
+    lead = st.process_index() == 0
+    say = print if lead else (lambda *a, **k: None)
     mesh = st.sharding.make_mesh((2, 2), ("data", "model"))
     data = load_digits(args.seed)
     x_tr, _, x_te, y_te = data
-    print(f"digits: {len(x_tr)} train / {len(x_te)} test images on mesh {dict(mesh.shape)} "
-          f"(batch split over 'data', weights over 'model')")
+    where = f"{len(st.devices())} processes" if launched_by_mpi() else "one process"
+    say(f"digits: {len(x_tr)} train / {len(x_te)} test images on mesh {dict(mesh.shape)} in "
+        f"{where} (batch split over 'data', weights over 'model')")
     params, losses, secs = train(data, args.epochs, args.seed, args.batch_size, args.lr, mesh,
-                                 not args.no_progress)
-    print(f"final train loss {losses[-1]:.4f}  ({len(losses)} steps in {secs:.1f} s)")
-    acc = accuracy([(w.full_array(), b.full_array()) for w, b in params], x_te, y_te)
-    print(f"test accuracy {acc * 100:.2f}%")
-    print("layout of the first weight matrix W1 (64 x 128):")
-    visualize_sharding(params[0][0])
-    print("layout of the second weight matrix W2 (128 x 10):")
-    visualize_sharding(params[1][0])
+                                 lead and not args.no_progress)
+    say(f"final train loss {losses[-1]:.4f}  ({len(losses)} steps in {secs:.1f} s)")
+    acc = accuracy([(whole(w), whole(b)) for w, b in params], x_te, y_te)
+    say(f"test accuracy {acc * 100:.2f}%")
+    if lead:
+        print("layout of the first weight matrix W1 (64 x 128):")
+        visualize_sharding(params[0][0])
+        print("layout of the second weight matrix W2 (128 x 10):")
+        visualize_sharding(params[1][0])
     if not args.no_compare:
         ref_params, ref_losses, ref_secs = train(data, args.epochs, args.seed, args.batch_size,
                                                  args.lr, None, False)
         diff = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(losses, ref_losses))
         ref_acc = accuracy(ref_params, x_te, y_te)
-        print(f"single device: final loss {ref_losses[-1]:.4f}, test accuracy "
-              f"{ref_acc * 100:.2f}% ({ref_secs:.1f} s); largest relative per-step loss "
-              f"difference {diff:.1e}")
+        say(f"single device: final loss {ref_losses[-1]:.4f}, test accuracy "
+            f"{ref_acc * 100:.2f}% ({ref_secs:.1f} s); largest relative per-step loss "
+            f"difference {diff:.1e}")
     return acc
 
 

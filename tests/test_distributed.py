@@ -1,0 +1,184 @@
+"""starling.distributed on real MPI jobs: each test launches ``python -m starling.launch`` with
+2 or 4 processes (oversubscribed on this machine), the ranks check their results against NumPy
+and print one line each; the test checks every rank reported and the launcher's exit code."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+pytest.importorskip("mpi4py")
+
+PRELUDE = """
+import numpy as np, starling as st, starling.numpy as snp
+import starling.distributed as dist
+from starling.sharding import make_mesh, NamedSharding, P
+from starling import lax
+dist.initialize()
+r, n = dist.get_rank(), dist.get_world_size()
+def close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+"""
+
+
+def run_job(tmp_path, n, body, timeout=120, extra=()):
+    script = tmp_path / "job.py"
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    env = dict(os.environ, STARLING_NUM_CPU_DEVICES="1", OPENBLAS_NUM_THREADS="1",
+               OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "starling.launch", "-n", str(n), *extra,
+                           str(script)], capture_output=True, text=True, timeout=timeout,
+                          env=env)
+    return proc
+
+
+def assert_ranks_ok(proc, n):
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for r in range(n):
+        assert f"rank {r} OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def test_eager_collectives_and_groups_two_ranks(tmp_path):
+    proc = run_job(tmp_path, 2, """
+        x = snp.arange(6.0).reshape(2, 3) + 10 * r
+        xs = [np.arange(6.0).reshape(2, 3) + 10 * k for k in range(n)]
+        close(dist.all_reduce(x), sum(xs))
+        close(dist.all_reduce(x, op="max"), np.maximum(*xs))
+        close(dist.all_reduce(x, op="avg"), sum(xs) / n)
+        close(dist.all_reduce(x.astype(snp.int32), op="prod"), np.prod(np.stack(xs), 0))
+        assert dist.all_reduce(snp.asarray(r == 0), op="max").item() is True
+        g = dist.all_gather(x)
+        assert len(g) == n and all(np.array_equal(np.asarray(a), b) for a, b in zip(g, xs))
+        y = snp.arange(4.0) + r
+        close(dist.reduce_scatter(y), (np.arange(4.0) * 2 + 1).reshape(2, 2)[r])
+        close(dist.all_to_all(y), np.stack([np.arange(4.0) + k for k in range(n)])[:, 2*r:2*r+2].reshape(-1))
+        close(dist.broadcast(x, src=1), xs[1])
+        w = dist.all_reduce(x, async_op=True)
+        close(w.wait(), sum(xs)); assert w.is_completed() and w.exception() is None
+        bf = x.astype(snp.bfloat16)
+        close(dist.all_reduce(bf).astype(snp.float32), sum(xs), tol=0.05)
+        if r == 0:
+            dist.send(x * 2, dst=1)
+        else:
+            close(dist.recv(x, src=0), xs[0] * 2)
+        dist.barrier()
+        sub = dist.split_group(color=0, key=-r)
+        assert sub.size() == n and sub.rank() == n - 1 - r
+        none = dist.split_group(color=None if r == 1 else 0)
+        assert (none is dist.NON_GROUP_MEMBER) == (r == 1)
+        solo = dist.new_group([0])
+        if r == 0:
+            close(dist.all_reduce(x, group=solo), xs[0])
+        else:
+            assert solo is dist.NON_GROUP_MEMBER
+        try:
+            dist.all_reduce(x, op="mean")
+            raise AssertionError("expected ValueError")
+        except ValueError as e:
+            assert "op must be one of" in str(e)
+        assert type(dist.get_backend_impl()).__name__ == "MPIBackend"
+        print(f"rank {r} OK")
+    """)
+    assert_ranks_ok(proc, 2)
+
+
+def test_shard_map_and_compile_across_four_processes(tmp_path):
+    proc = run_job(tmp_path, 4, """
+        mesh = make_mesh((2, 2), ("a", "b"))
+        full = np.arange(32.0).reshape(8, 4)
+        sh = NamedSharding(mesh, P("a", "b"))
+        piece = full[sh.shard_index(full.shape, st.local_devices()[0])]
+        x = dist.make_array_from_process_local_data(sh, piece)
+        close(dist.process_allgather(x), full)
+        # collectives over one and two axes, against NumPy on the blocks
+        f = st.shard_map(lambda b: (lax.psum(b, "a"), lax.psum(b, ("a", "b")),
+                                    lax.all_gather(b, "b", axis=1, tiled=True),
+                                    lax.axis_index(("a", "b")) + 0 * b[0, :1]),
+                         mesh, in_specs=P("a", "b"), out_specs=(P(None, "b"), P(), P("a"), P(("a", "b"))))
+        s_a, s_all, gath, idx = f(x)
+        blocks = full.reshape(2, 4, 2, 2).transpose(0, 2, 1, 3)
+        close(dist.process_allgather(s_a), np.concatenate([blocks[0, j] + blocks[1, j] for j in range(2)], 1))
+        close(dist.process_allgather(s_all), blocks.sum((0, 1)))
+        close(dist.process_allgather(gath), full)
+        close(dist.process_allgather(idx), np.arange(4.0))
+        perm = [(k, (k + 1) % 2) for k in range(2)]
+        pp = st.shard_map(lambda b: lax.ppermute(b, "a", perm), mesh, in_specs=P("a", "b"), out_specs=P("a", "b"))(x)
+        close(dist.process_allgather(pp), np.concatenate([full[4:], full[:4]], 0))
+        a2a = st.shard_map(lambda b: lax.all_to_all(b, "b", 0, 1, tiled=True), mesh,
+                           in_specs=P("a", "b"), out_specs=P("a", "b"))(x)
+        # member j of axis b gets chunk j (rows) of every member's block, side by side
+        want = np.block([[np.concatenate([blocks[a, i][2 * j:2 * j + 2] for i in range(2)], 1)
+                          for j in range(2)] for a in range(2)])
+        close(dist.process_allgather(a2a), want)
+        rs = st.shard_map(lambda b: lax.psum_scatter(b, "b", scatter_dimension=0, tiled=True), mesh,
+                          in_specs=P("a", "b"), out_specs=P(("a", "b")))(x)
+        want = np.concatenate([(blocks[a, 0] + blocks[a, 1])[2 * j:2 * j + 2]
+                               for a in range(2) for j in range(2)], 0)
+        close(dist.process_allgather(rs), want)
+        # gradients through collectives across processes: d/dx sum(psum(x^2)) = 2x * 4 blocks
+        loss = lambda x: st.shard_map(lambda b: lax.psum(snp.sum(b * b), ("a", "b")), mesh,
+                                      in_specs=P("a", "b"), out_specs=P())(x)
+        g = st.grad(loss)(x)
+        close(dist.process_allgather(g), 2 * full)
+        # a replicated weight's gradient sums every process's contribution
+        w = dist.make_array_from_process_local_data(NamedSharding(mesh, P()), np.asarray(3.0, np.float32))
+        lw = lambda w: st.shard_map(lambda w, b: lax.psum(snp.sum(w * b), ("a", "b")), mesh,
+                                    in_specs=(P(), P("a", "b")), out_specs=P())(w, x)
+        close(dist.process_allgather(st.grad(lw)(w)), full.sum())
+        # a compiled, partitioned program: its collectives run on MPI
+        c = st.compile(lambda x: snp.tanh(x * 0.1).sum(axis=0))
+        close(dist.process_allgather(c(x)), np.tanh(full * 0.1).sum(0), tol=1e-5)
+        print(f"rank {r} OK")
+    """, timeout=180)
+    assert_ranks_ok(proc, 4)
+
+
+def test_sharded_digits_on_four_processes_matches_one_device():
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env.pop("STARLING_NUM_CPU_DEVICES", None)
+    proc = subprocess.run([sys.executable, "-m", "starling.launch", "-n", "4", "-m",
+                           "starling.examples.sharded_mlp", "--epochs", "1", "--no-progress"],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "in 4 processes" in out
+    diff = float(out.rsplit("difference", 1)[1].split()[0])
+    assert diff < 1e-5, out
+
+
+def test_launcher_forwards_exit_codes_and_signals(tmp_path):
+    proc = run_job(tmp_path, 2, """
+        import sys
+        sys.exit(3 if r == 1 else 0)
+    """)
+    assert proc.returncode == 3, (proc.returncode, proc.stderr[-2000:])
+    script = tmp_path / "sleep.py"
+    script.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    p = subprocess.Popen([sys.executable, "-m", "starling.launch", "-n", "2", str(script)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "started" not in (p.stdout.readline() or ""):
+        pass
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    rc = p.wait(timeout=30)
+    assert time.monotonic() - t0 < 30
+    assert rc != 0
+
+
+def test_launcher_rejects_bad_arguments():
+    out = subprocess.run([sys.executable, "-m", "starling.launch", "-n", "0", "x.py"],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "-n must be positive" in out.stderr
+
+
+def test_distributed_errors_before_initialize():
+    code = ("import starling.distributed as d\n"
+            "try:\n    d.all_reduce(1.0)\nexcept d.DistributedError as e:\n    print('ERR', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "ERR starling.distributed is not initialized" in out.stdout, out.stderr
