@@ -49,8 +49,11 @@ def failed_ranks(comm):
     return tuple(int(r) for r in ranks)
 
 
-def guarded(op, comm, timeout, start, shapes=(), dtype=None, poll=1e-4):
-    """Runs the nonblocking MPI operation ``start()`` (returning a request) to completion.
+def guarded(op, comm, timeout, start, shapes=(), dtype=None, poll=1e-4, blocking=None):
+    """Runs an MPI operation to completion: ``blocking()`` (the blocking call: Open MPI's tuned
+    blocking collectives are faster than its nonblocking ones) when there is no timeout and it
+    is given, else the nonblocking ``start()`` (returning a request) polled against the deadline.
+    ULFM makes a blocking call fail rather than hang when a peer dies.
 
     Raises:
         RankFailure: MPI reports a failed or revoked peer.
@@ -60,10 +63,12 @@ def guarded(op, comm, timeout, start, shapes=(), dtype=None, poll=1e-4):
     from . import flight_recorder as fr
     entry = fr.record_start(op, comm, shapes, dtype)
     try:
-        req = start()
-        if timeout is None:
-            req.Wait()
+        if timeout is None and blocking is not None:
+            blocking()
+        elif timeout is None:
+            start().Wait()
         else:
+            req = start()
             deadline = time.monotonic() + timeout
             delay = poll
             while not req.Test():

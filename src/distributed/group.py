@@ -144,8 +144,9 @@ class Work:
 _PENDING = object()
 
 
-def _call(op, group, x, timeout, async_op, start, finish):
-    """Runs one eager collective: ``start()`` returns an MPI request, ``finish()`` the result."""
+def _call(op, group, x, timeout, async_op, start, finish, blocking=None):
+    """Runs one eager collective: ``start()`` returns an MPI request, ``blocking()`` does the
+    same with the blocking call (used when no timeout applies), ``finish()`` the result."""
     for hook in group.pre_hooks:
         hook(op, group, x)
 
@@ -158,7 +159,7 @@ def _call(op, group, x, timeout, async_op, start, finish):
     t = _timeout(group, timeout)
     if not async_op:
         guarded(op, group.comm, t, start, shapes=getattr(x, "shape", ()),
-                dtype=getattr(x, "dtype", None))
+                dtype=getattr(x, "dtype", None), blocking=blocking)
         return done()
     state = {}
 
@@ -203,7 +204,9 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
     return _call("all_reduce", g, b, timeout, async_op,
                  lambda: g.comm.Iallreduce(mpi_view(send), mpi_view(out),
                                            op=mpi_op("sum" if op == "avg" else op, acc)),
-                 lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), a.weak_type))
+                 lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), a.weak_type),
+                 lambda: g.comm.Allreduce(mpi_view(send), mpi_view(out),
+                                          op=mpi_op("sum" if op == "avg" else op, acc)))
 
 
 def all_gather(x, group=None, async_op=False, timeout=None):
@@ -213,7 +216,8 @@ def all_gather(x, group=None, async_op=False, timeout=None):
     out = np.empty((g.size(),) + b.shape, b.dtype)
     return _call("all_gather", g, b, timeout, async_op,
                  lambda: g.comm.Iallgather(mpi_view(b), mpi_view(out)),
-                 lambda: [wrap(out[i], a.weak_type) for i in range(g.size())])
+                 lambda: [wrap(out[i], a.weak_type) for i in range(g.size())],
+                 lambda: g.comm.Allgather(mpi_view(b), mpi_view(out)))
 
 
 def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
@@ -238,7 +242,10 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
                  lambda: g.comm.Ireduce_scatter_block(
                      mpi_view(send), mpi_view(out),
                      op=mpi_op("sum" if op == "avg" else op, acc)),
-                 lambda: wrap(finish_reduce(out, op, n, b.dtype), a.weak_type))
+                 lambda: wrap(finish_reduce(out, op, n, b.dtype), a.weak_type),
+                 lambda: g.comm.Reduce_scatter_block(
+                     mpi_view(send), mpi_view(out),
+                     op=mpi_op("sum" if op == "avg" else op, acc)))
 
 
 def all_to_all(x, group=None, async_op=False, timeout=None):
@@ -253,7 +260,8 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     out = np.empty_like(b)
     return _call("all_to_all", g, b, timeout, async_op,
                  lambda: g.comm.Ialltoall(mpi_view(b), mpi_view(out)),
-                 lambda: wrap(out, a.weak_type))
+                 lambda: wrap(out, a.weak_type),
+                 lambda: g.comm.Alltoall(mpi_view(b), mpi_view(out)))
 
 
 def broadcast(x, src=0, group=None, async_op=False, timeout=None):
@@ -269,7 +277,8 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
     out = b.copy()
     return _call("broadcast", g, b, timeout, async_op,
                  lambda: g.comm.Ibcast(mpi_view(out), root=src),
-                 lambda: wrap(out, a.weak_type))
+                 lambda: wrap(out, a.weak_type),
+                 lambda: g.comm.Bcast(mpi_view(out), root=src))
 
 
 def send(x, dst, group=None, tag=0, timeout=None):
@@ -297,7 +306,8 @@ def recv(like, src, group=None, tag=0, timeout=None):
 def barrier(group=None, timeout=None):
     """Waits until every member arrives."""
     g = _group(group)
-    _call("barrier", g, np.zeros(()), timeout, False, lambda: g.comm.Ibarrier(), lambda: None)
+    _call("barrier", g, np.zeros(()), timeout, False, lambda: g.comm.Ibarrier(), lambda: None,
+          lambda: g.comm.Barrier())
 
 
 def new_group(ranks, timeout=None):

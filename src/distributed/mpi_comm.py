@@ -79,7 +79,10 @@ class MPIComm:
         guarded("all_reduce", comm, self.timeout,
                 lambda: comm.Iallreduce(mpi_view(send), mpi_view(out),
                                         op=mpi_op("sum" if op == "avg" else op, send.dtype)),
-                shapes=x.shape, dtype=x.dtype)
+                shapes=x.shape, dtype=x.dtype,
+                blocking=lambda: comm.Allreduce(mpi_view(send), mpi_view(out),
+                                                op=mpi_op("sum" if op == "avg" else op,
+                                                          send.dtype)))
         return finish_reduce(out, op, comm.Get_size(), x.dtype)
 
     def all_gather(self, ctx, x, axes, axis, tiled):
@@ -94,7 +97,8 @@ class MPIComm:
         displs = list(np.cumsum([0] + counts[:-1]))
         guarded("all_gather", comm, self.timeout,
                 lambda: comm.Iallgatherv(mpi_view(front), _vec(out, counts, displs)),
-                shapes=x.shape, dtype=x.dtype)
+                shapes=x.shape, dtype=x.dtype,
+                blocking=lambda: comm.Allgatherv(mpi_view(front), _vec(out, counts, displs)))
         return np.moveaxis(out, 0, axis) if tiled else np.moveaxis(out, 0, axis)
 
     def reduce_scatter(self, ctx, x, axes, op, dim, tiled):
@@ -114,7 +118,11 @@ class MPIComm:
                 lambda: comm.Ireduce_scatter(mpi_view(send), mpi_view(out),
                                              [s * row for s in sizes],
                                              op=mpi_op("sum" if op == "avg" else op, acc)),
-                shapes=x.shape, dtype=x.dtype)
+                shapes=x.shape, dtype=x.dtype,
+                blocking=lambda: comm.Reduce_scatter(mpi_view(send), mpi_view(out),
+                                                     [s * row for s in sizes],
+                                                     op=mpi_op("sum" if op == "avg" else op,
+                                                               acc)))
         out = finish_reduce(out, op, n, x.dtype)
         return np.moveaxis(out, 0, dim) if tiled else out[0]
 
@@ -137,7 +145,9 @@ class MPIComm:
         guarded("all_to_all", comm, self.timeout,
                 lambda: comm.Ialltoallv(_vec(front, send_counts, send_displs),
                                         _vec(out, recv_counts, recv_displs)),
-                shapes=x.shape, dtype=x.dtype)
+                shapes=x.shape, dtype=x.dtype,
+                blocking=lambda: comm.Alltoallv(_vec(front, send_counts, send_displs),
+                                                _vec(out, recv_counts, recv_displs)))
         pieces = np.split(out, np.cumsum(recv_lead)[:-1], axis=0)
         if not tiled:   # each piece is one slice of the split axis: stack at concat_axis
             return np.stack([np.take(p, 0, axis=0) for p in pieces], concat_axis)
@@ -166,7 +176,8 @@ class MPIComm:
         comm, rank = self.group_comm(ctx, axes)
         buf = _contig(x).copy()
         guarded("broadcast", comm, self.timeout, lambda: comm.Ibcast(mpi_view(buf), root=root),
-                shapes=buf.shape, dtype=buf.dtype)
+                shapes=buf.shape, dtype=buf.dtype,
+                blocking=lambda: comm.Bcast(mpi_view(buf), root=root))
         return buf
 
 

@@ -1,0 +1,73 @@
+"""MPI collectives: Starling's all_reduce / all_gather vs raw mpi4py on the same buffers.
+
+Run: ``python benchmarks/mpi_collectives.py [--quick]`` (it launches itself on 2 ranks with
+``python -m starling.launch``). For each size from 1 KiB to 64 MiB (float32), rank 0 prints the
+bandwidth of ``starling.distributed.all_reduce`` / ``all_gather`` and of mpi4py's
+``Allreduce`` / ``Allgather`` on the same NumPy buffers, rounds interleaved, best of the rounds,
+and the ratio (target: >= 0.9 for sizes >= 1 MiB).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+SIZES = [1 << k for k in range(10, 27, 2)]   # bytes: 1 KiB .. 64 MiB
+
+
+def worker(quick):
+    import numpy as np
+    import starling.distributed as dist
+    from mpi4py import MPI
+    dist.initialize()
+    comm = dist.world_group().comm
+    r = comm.Get_rank()
+    rounds = 3 if quick else 7
+    if r == 0:
+        print(f"{'bytes':>10} {'op':>10} {'starling GB/s':>14} {'mpi4py GB/s':>12} {'ratio':>7}")
+    for nbytes in SIZES:
+        n = nbytes // 4
+        x = np.ones(n, np.float32)
+        out = np.empty_like(x)
+        gout = np.empty(2 * n, np.float32)
+        reps = max(1, min(200, (1 << 24) // nbytes))
+        cases = {
+            "all_reduce": (lambda: dist.all_reduce(x), lambda: comm.Allreduce(x, out)),
+            "all_gather": (lambda: dist.all_gather(x), lambda: comm.Allgather(x, gout)),
+        }
+        for name, (ours, raw) in cases.items():
+            best = {"starling": float("inf"), "mpi4py": float("inf")}
+            ours(), raw()
+            for _ in range(rounds):
+                for who, fn in (("starling", ours), ("mpi4py", raw)):
+                    comm.Barrier()
+                    t0 = time.perf_counter()
+                    for _ in range(reps):
+                        fn()
+                    dt = comm.allreduce((time.perf_counter() - t0) / reps, op=MPI.MAX)
+                    best[who] = min(best[who], dt)
+            if r == 0:
+                gb = lambda t: nbytes / t / 1e9
+                print(f"{nbytes:>10} {name:>10} {gb(best['starling']):>14.3f} "
+                      f"{gb(best['mpi4py']):>12.3f} {best['mpi4py'] / best['starling']:>7.2f}",
+                      flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--worker", action="store_true")
+    args = ap.parse_args()
+    if args.worker:
+        worker(args.quick)
+        return
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "starling.launch", "-n", "2", os.path.abspath(__file__),
+           "--worker"] + (["--quick"] if args.quick else [])
+    sys.exit(subprocess.call(cmd, env=env))
+
+
+if __name__ == "__main__":
+    main()
