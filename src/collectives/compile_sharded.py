@@ -5,8 +5,9 @@ their devices concurrently.
 sharding hook) for a signature with sharded arguments, ``in_shardings`` / ``out_shardings``, or a
 program holding shard_map / sharding constraints. The global Program (already through the common
 pass pipeline) is partitioned (src/collectives/partition.py); each distinct per-device Program
-goes through the pipeline again and the backend's compiler (cpp: fused kernels; collectives are
-unfused equations calling the runtime), and a call lays the arguments out, runs every device's
+goes through the pipeline again, the overlap pass (src/collectives/overlap.py: collectives start
+as early and are waited for as late as the data allow) and the backend's compiler (cpp: fused
+kernels; collectives are unfused equations calling the runtime), and a call lays the arguments out, runs every device's
 executable in its worker thread, and returns sharded arrays. ``lower(...).ir`` shows the
 per-device Program.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from ..lowering.pipeline import run_pipeline
 from .constraint import sharding_constraint_p
+from .overlap import overlap_collectives
 from .partition import partition, replicated
 from .shard_map import shard_map_p
 from .sharding import NamedSharding
@@ -70,7 +72,7 @@ def build(prog, leaf_shardings, out_shardings, backend):
     part = partition(prog, in_sh, out_shardings)
     exes, shown = {}, []
     for lp in part.distinct_programs:
-        opt = run_pipeline(lp, label="per-device")
+        opt = overlap_collectives(run_pipeline(lp, label="per-device"))
         exes[id(lp)] = backend.compile(opt)
         shown.append(getattr(exes[id(lp)], "program", None) or opt)
     return ShardedExecutable(part, exes, shown)
