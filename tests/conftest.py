@@ -1,8 +1,12 @@
 import os
 
-import numpy as np
-import pytest
-from hypothesis import HealthCheck, settings
+# Sharding tests need several in-process devices; unsharded arrays are unaffected by the count.
+# Set before starling lists its devices (the count is read once).
+os.environ.setdefault("STARLING_NUM_CPU_DEVICES", "4")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 # "ci" keeps the whole suite inside its time budget on 2 cores; "dev" explores more.
 settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,

@@ -212,3 +212,56 @@ def make_mesh(axis_shapes, axis_names, devices=None) -> Mesh:
     grid = np.empty(len(devs), dtype=object)
     grid[:] = devs
     return Mesh(grid.reshape(axis_shapes), axis_names)
+
+
+class AbstractMesh:
+    """A mesh's shape without devices: ``axis_names`` and sizes. Shardings read from an export
+    are over one until the program runs on a concrete mesh."""
+
+    __slots__ = ("axis_names", "sizes")
+
+    def __init__(self, sizes, axis_names):
+        self.sizes = tuple(int(s) for s in sizes)
+        self.axis_names = tuple(axis_names)
+
+    @property
+    def shape(self):
+        return OrderedDict(zip(self.axis_names, self.sizes))
+
+    @property
+    def devices_shape(self):
+        return self.sizes
+
+    @property
+    def size(self):
+        return math.prod(self.sizes)
+
+    @property
+    def ndim(self):
+        return len(self.sizes)
+
+    def axis_size(self, name):
+        if isinstance(name, (tuple, list)):
+            return math.prod(self.axis_size(n) for n in name)
+        return self.sizes[self.axis_index_of(name)]
+
+    def axis_index_of(self, name):
+        try:
+            return self.axis_names.index(name)
+        except ValueError:
+            raise ValueError(f"unknown mesh axis {name!r}; the mesh has axes "
+                             f"{dict(self.shape)}") from None
+
+    def matches(self, mesh) -> bool:
+        return tuple(mesh.axis_names) == self.axis_names and \
+            tuple(mesh.devices_shape) == self.sizes
+
+    def __eq__(self, other):
+        return isinstance(other, AbstractMesh) and (other.sizes, other.axis_names) == \
+            (self.sizes, self.axis_names)
+
+    def __hash__(self):
+        return hash((self.sizes, self.axis_names))
+
+    def __repr__(self):
+        return f"AbstractMesh({dict(self.shape)})"

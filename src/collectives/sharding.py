@@ -19,7 +19,7 @@ import math
 
 from ..core.placements import (REDUCE_OPS, Partial, Placement, Replicate, Shard,
                                chunk_bounds)
-from .mesh import Mesh, current_mesh
+from .mesh import AbstractMesh, Mesh, current_mesh
 
 
 class PartitionSpec(tuple):
@@ -92,7 +92,7 @@ class NamedSharding:
     __slots__ = ("mesh", "spec", "partial", "_key")
 
     def __init__(self, mesh: Mesh, spec=PartitionSpec(), partial=None):
-        if not isinstance(mesh, Mesh):
+        if not isinstance(mesh, (Mesh, AbstractMesh)):
             raise TypeError(f"NamedSharding: mesh must be a starling Mesh, got {mesh!r}")
         spec = spec if isinstance(spec, PartitionSpec) else PartitionSpec(*spec)
         items = dict(partial or {})
@@ -112,7 +112,8 @@ class NamedSharding:
                 raise ValueError(f"NamedSharding: partial reduce op for axis {a!r} must be one of "
                                  f"{REDUCE_OPS}, got {op!r}")
         # trailing unsplit dims do not change the layout: drop them from the canonical spec
-        entries = list(spec)
+        entries = [e[0] if isinstance(e, tuple) and len(e) == 1 else (e or None)
+                   for e in spec]
         while entries and not spec.axes(len(entries) - 1):
             entries.pop()
         self.mesh = mesh

@@ -65,6 +65,22 @@ _DTYPES = {dt.name: dt for dt in dtypes.ALL_DTYPES}
 _DTYPES["float0"] = dtypes.float0
 
 
+# Param types defined above lowering (meshes and shardings of src/collectives) register how they
+# serialize: tag -> (type, encode(value, encode_param) -> json, decode(json, decode_param)).
+PARAM_CODECS: dict = {}
+
+
+def register_param_codec(tag, type_, encode, decode):
+    """Lets the export format carry params of ``type_`` (``encode`` / ``decode`` receive the
+    format's own param encoder / decoder for nested values)."""
+    PARAM_CODECS[tag] = (type_, encode, decode)
+
+
+# Installed by src/collectives: runs an Exported whose program needs a mesh (shard_maps,
+# sharding constraints, sharded inputs); (exported, ops) -> flat outputs.
+SHARDED_CALL = [None]
+
+
 # ---- export -------------------------------------------------------------------------------------
 
 def export(fun, *args_or_shape_specs, dynamic_shapes=None) -> "Exported":
@@ -119,8 +135,9 @@ def export(fun, *args_or_shape_specs, dynamic_shapes=None) -> "Exported":
         prog = trace_to_program(flat_fun, avals)
         prog = run_pipeline(prog, label=name)
     rels = [as_relational(a) for a in assumptions]
+    in_shardings = [getattr(x, "_sharding", None) for x in leaves]
     return Exported(name, prog, in_tree, out_tree[0], avals, labels, rels,
-                    [str(a) for a in assumptions])
+                    [str(a) for a in assumptions], in_shardings)
 
 
 def _export_aval(x):
@@ -156,8 +173,11 @@ class Exported:
     """
 
     def __init__(self, fun_name, program, in_tree, out_tree, in_avals, in_labels,
-                 relationals=(), assumption_strs=()):
+                 relationals=(), assumption_strs=(), in_shardings=None):
         self.fun_name = fun_name
+        # per input leaf: the layout it was exported with (a sharding over a mesh recorded by
+        # axis names and sizes, not devices) or None
+        self.in_shardings = list(in_shardings) if in_shardings else [None] * len(in_avals)
         self.program = program
         self.in_tree = in_tree
         self.out_tree = out_tree
@@ -195,6 +215,11 @@ class Exported:
                     self._bound.clear()
                 bound = self._bound[env.key] = bind_shapes(prog, env)
             prog = bound
+        hook = SHARDED_CALL[0]
+        if hook is not None:
+            outs = hook(self, prog, ops)
+            if outs is not None:
+                return tree_util.unflatten(self.out_tree, outs)
         outs = eval_program(prog, prog.consts, *ops)
         return tree_util.unflatten(self.out_tree, outs)
 
@@ -262,6 +287,7 @@ class Exported:
             "in_labels": self.in_labels,
             "assumptions": [enc.expr(r) for r in self.relationals],
             "assumption_text": self.assumptions,
+            "in_shardings": [enc.param(sh) for sh in self.in_shardings],
         }
         header["shape_vars"] = [{"name": n, "min": v.lo, "max": v.hi}
                                 for v, n in enc.var_names.items()]
@@ -418,6 +444,9 @@ class _Encoder:
             return {"t": "ndarray", "blob": self.blob(v)}
         if isinstance(v, np.generic):
             return {"t": "npscalar", "dtype": _dtype_name(v.dtype), "hex": _le_bytes(v).hex()}
+        for tag, (type_, encode, _) in PARAM_CODECS.items():
+            if isinstance(v, type_):
+                return {"t": tag, "v": encode(v, self.param)}
         if callable(v):
             raise TypeError(f"export: {self._where} has a Python callable "
                             f"({getattr(v, '__name__', type(v).__name__)}), which cannot be "
@@ -569,6 +598,8 @@ class _Decoder:
         if t == "npscalar":
             dt = _dtype(j["dtype"])
             return np.frombuffer(bytes.fromhex(j["hex"]), dtype=dt).reshape(())[()]
+        if t in PARAM_CODECS:
+            return PARAM_CODECS[t][2](v, self.param)
         raise ValueError(f"deserialize: unknown param tag {t!r}")
 
     def program(self, j):
@@ -654,8 +685,9 @@ def deserialize(data) -> Exported:
         out_tree = dec.treedef(header["out_tree"])
         in_avals = [dec.aval(a) for a in header["in_avals"]]
         rels = [dec.expr(r) for r in header["assumptions"]]
+        in_shardings = [dec.param(sh) for sh in header.get("in_shardings", [])] or None
     except (KeyError, IndexError, TypeError) as e:
         raise ValueError(f"deserialize: malformed export header ({type(e).__name__}: "
                          f"{e})") from None
     return Exported(header["fun_name"], program, in_tree, out_tree, in_avals,
-                    header["in_labels"], rels, header.get("assumption_text", []))
+                    header["in_labels"], rels, header.get("assumption_text", []), in_shardings)

@@ -227,7 +227,10 @@ class Compiled:
             with _dyn.assuming(self._spec.assumptions):
                 prog = trace_to_program(flat_fun, avals)
                 prog = run_pipeline(prog, label=name)
-            exe = _dyn.compile_for_backend(backend, prog) if binder else backend.compile(prog)
+            exe = self._sharded_per_size(prog, args, static_pos, ops, out_tree, backend)
+            if exe is None:
+                exe = _dyn.compile_for_backend(backend, prog) if binder else \
+                    backend.compile(prog)
         else:
             prog = trace_to_program(flat_fun, [x.aval for x in ops])
             prog = run_pipeline(prog, label=name)
@@ -247,13 +250,18 @@ class Compiled:
         self._cache[key] = entry
         return entry
 
-    def _sharded(self, prog, args, static_pos, ops, out_tree, backend):
+    def _sharded(self, prog, args, static_pos, ops, out_tree, backend, probe=False):
         """The sharded executable when arguments are sharded, in/out_shardings are given or the
-        program holds shard_maps / sharding constraints; else None."""
+        program holds shard_maps / sharding constraints; else None. ``probe``: only say
+        whether it would be sharded."""
         hook = SHARDED_BUILD[0]
         if hook is None:
             return None
         leaf = [getattr(x, "_sharding", None) for x in ops]
+        if probe:
+            return any(s is not None for s in leaf) or self.in_shardings is not None or \
+                self.out_shardings is not None or any(
+                    e.primitive.eager is not None for e in prog.eqns)
         if self.in_shardings is not None:
             dyn = tuple(a for i, a in enumerate(args) if i not in static_pos)
             given = _prefix_shardings(self.in_shardings, dyn, "in_shardings",
@@ -267,6 +275,13 @@ class Compiled:
             outs = _prefix_shardings(self.out_shardings, struct, "out_shardings",
                                      getattr(self.fun, "__name__", "fun"))
         return hook(prog, leaf, outs, backend)
+
+    def _sharded_per_size(self, prog, args, static_pos, ops, out_tree, backend):
+        """Under dynamic shapes, a sharded program is partitioned for each concrete size (local
+        pieces need concrete sizes), compiled once per size; None when nothing is sharded."""
+        if not self._sharded(prog, args, static_pos, ops, out_tree, backend, probe=True):
+            return None
+        return _PerSizeSharded(self, prog, args, static_pos, ops, out_tree, backend)
 
     def lower(self, *args, **kwargs) -> Lowered:
         """Stages and compiles for these arguments (or hits the cache); returns a Lowered."""
@@ -381,6 +396,29 @@ class Compiled:
 
     def __repr__(self):
         return f"Compiled({getattr(self.fun, '__name__', self.fun)})"
+
+
+class _PerSizeSharded:
+    """The executable of a sharded program under dynamic shapes: the symbolic Program bound to
+    each call's sizes, partitioned and compiled once per distinct size (bounded cache)."""
+
+    def __init__(self, compiled, prog, args, static_pos, ops, out_tree, backend):
+        self._compiled, self._prog = compiled, prog
+        self._ctx = (args, static_pos, ops, out_tree, backend)
+        self._by_size = {}
+
+    def __call__(self, consts, args, shape_env=None):
+        from ..core.symbolic import bind_shapes
+        key = getattr(shape_env, "key", None) or frozenset((shape_env or {}).items())
+        exe = self._by_size.get(key)
+        if exe is None:
+            if len(self._by_size) >= 64:
+                self._by_size.clear()
+            bound = bind_shapes(self._prog, shape_env) if shape_env else self._prog
+            a, static_pos, ops, out_tree, backend = self._ctx
+            exe = self._by_size[key] = self._compiled._sharded(bound, a, static_pos, args,
+                                                               out_tree, backend)
+        return exe(consts, args)
 
 
 def _prefix_shardings(shardings, tree, what, name):
