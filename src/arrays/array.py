@@ -99,6 +99,16 @@ class Array:
         """The set of devices holding this array's data (one, for an unsharded array)."""
         return {self._device}
 
+    @property
+    def sharding(self):
+        """Where the data lives: ``SingleDeviceSharding(device)`` for an unsharded array (sharded
+        arrays have a ``NamedSharding``)."""
+        return _device.SingleDeviceSharding(self._device)
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return True
+
     def __len__(self):
         if self._buf.ndim == 0:
             raise TypeError("len() of a 0-d array")

@@ -42,6 +42,32 @@ class Device:
         return self.process_index == process_index()
 
 
+class SingleDeviceSharding:
+    """The sharding of an ordinary Array: all of it on one device."""
+
+    __slots__ = ("device",)
+
+    def __init__(self, device):
+        self.device = device
+
+    @property
+    def device_set(self) -> set:
+        return {self.device}
+
+    @property
+    def is_fully_replicated(self) -> bool:
+        return True
+
+    def __eq__(self, other):
+        return isinstance(other, SingleDeviceSharding) and other.device == self.device
+
+    def __hash__(self):
+        return hash(("SingleDeviceSharding", self.device))
+
+    def __repr__(self):
+        return f"SingleDeviceSharding({self.device})"
+
+
 def _parse_count(raw, what) -> int:
     try:
         n = int(raw)

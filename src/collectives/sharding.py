@@ -19,6 +19,7 @@ import math
 
 from ..core.placements import (REDUCE_OPS, Partial, Placement, Replicate, Shard,
                                chunk_bounds)
+from ..arrays.device import SingleDeviceSharding
 from .mesh import AbstractMesh, Mesh, current_mesh
 
 
@@ -48,32 +49,6 @@ class PartitionSpec(tuple):
 
 
 P = PartitionSpec
-
-
-class SingleDeviceSharding:
-    """The sharding of an ordinary Array: all of it on one device."""
-
-    __slots__ = ("device",)
-
-    def __init__(self, device):
-        self.device = device
-
-    @property
-    def device_set(self) -> set:
-        return {self.device}
-
-    @property
-    def is_fully_replicated(self) -> bool:
-        return True
-
-    def __eq__(self, other):
-        return isinstance(other, SingleDeviceSharding) and other.device == self.device
-
-    def __hash__(self):
-        return hash(("SingleDeviceSharding", self.device))
-
-    def __repr__(self):
-        return f"SingleDeviceSharding({self.device})"
 
 
 class NamedSharding:
