@@ -180,6 +180,28 @@ def apply_local(x, shape, src, dst, device):
     return x
 
 
+def local_starts(shape, sharding) -> list:
+    """The global index where the calling device's piece of a ``shape`` array laid out by
+    ``sharding`` starts, per dim: 0 for dims not split, else an int64 scalar computed from
+    ``axis_index`` and the ``torch.chunk`` sizes (binds collectives: call it in a device's
+    computation or while staging a per-device program, where devices with equal local shapes
+    share one program but not one start)."""
+    from .. import numpy as snp
+    mesh = sharding.mesh
+    out = []
+    for d, n in enumerate(shape):
+        start, size = 0, n
+        for a in sharding.spec.axes(d):   # major to minor, as NamedSharding.shard_bounds
+            k = mesh.shape[a]
+            r = snp.astype(axis_index_p.bind(axes=(a,)), snp.int64)
+            c = (size + (k - 1)) // k
+            lo = snp.minimum(r * c, size)
+            hi = snp.minimum(lo + c, size)
+            start, size = start + lo, hi - lo
+        out.append(start)
+    return out
+
+
 # ---- eager redistribution of sharded arrays ------------------------------------------------------
 
 def as_layout(x, sharding):
