@@ -13,8 +13,9 @@ Partial -> Shard   reduce_scatter (tiled)         1 x local piece
 Shard(i)->Shard(j) all_to_all                     1 x local piece
 Replicate -> Shard shard_slice (local)            0
 Replicate->Partial keep the value at rank 0,      0
-                   zeros elsewhere (sum; ones for
-                   prod; max/min/avg keep all)
+                   the op's identity elsewhere
+                   (-0.0 / 0 for sum, 1 for prod;
+                   max/min/avg keep all)
 =================  =============================  ============================================
 
 ``apply_local`` performs the steps on one device's piece by binding the collective primitives:
@@ -29,7 +30,7 @@ import logging
 import numpy as np
 
 from ..arrays.array import wrap
-from ..core.placements import Replicate, chunk_bounds
+from ..core.placements import Replicate, chunk_bounds, partial_fill
 from .primitives import (all_gather_p, all_reduce_p, all_to_all_p, axis_index_p,
                          reduce_scatter_p, shard_slice_p)
 from .sharding import NamedSharding, PartitionSpec, as_sharding, from_placements
@@ -173,10 +174,9 @@ def apply_local(x, shape, src, dst, device):
                 x = (total / k if np.dtype(x.dtype).kind in "fc" else total // k).astype(x.dtype)
             else:
                 x = all_reduce_p.bind(x, axes=axes, op=st.op)
-        elif st.kind == "partial" and st.op in ("sum", "prod"):
+        elif st.kind == "partial" and partial_fill(st.op, x.dtype) is not None:
             first = axis_index_p.bind(axes=axes) == 0
-            fill = snp.zeros_like(x) if st.op == "sum" else snp.ones_like(x)
-            x = snp.where(first, x, fill)
+            x = snp.where(first, x, snp.full_like(x, partial_fill(st.op, x.dtype)))
     return x
 
 
