@@ -432,6 +432,13 @@ def partition(prog: Program, in_shardings, out_shardings=None, keep_partial=Fals
     layout, choices, final = propagate(prog, in_shardings, out_shardings, keep_partial)
     tracked = [(layout[v], v.aval) for v in layout] + \
         [(s, x.aval) for s, x in zip(final, prog.outvars)]
+    # and every layout a redistribution passes through: devices with equal local shapes of the
+    # values can differ in between (a dim split by two axes is gathered minor axis first)
+    rep = replicated(mesh)
+    moves = [(x, w) for ch in choices for x, w in zip(ch.eqn.invars, ch.ins)]
+    for x, want in moves + list(zip(prog.outvars, final)):
+        have = rep if isinstance(x, Literal) else layout[x]
+        tracked += [(st.after, x.aval) for st in RD.plan(len(x.aval.shape), have, want)]
     programs, built = {}, {}
     for dev in mesh.flat_devices:
         key = tuple(s.local_shape(a.shape, dev) for s, a in tracked)
