@@ -355,7 +355,8 @@ def _scatter_impl(x, updates, *idx, op, mode, unique_indices):
             updates = updates[valid]
         else:
             norm = [i.reshape(-1) for i in norm]
-            updates = updates.reshape((-1,) + updates.shape[len(batch):])
+            # the count spelled out: -1 is ambiguous when a window dim is empty
+            updates = updates.reshape((norm[0].size,) + updates.shape[len(batch):])
     if op == "set":
         if not unique_indices and len(norm[0]) > 1:
             # NumPy does not promise which duplicate wins; we keep the last one explicitly.
