@@ -99,11 +99,23 @@ def plan(ndim, src: NamedSharding, dst: NamedSharding) -> list:
                 emit("all_to_all", a, dim=j, dim2=d)
             else:
                 emit("gather", a, dim=d)
-    # 2. pending reductions: keep, scatter into the dim that wants the axis next, or reduce
-    for a, op in list(partial.items()):
-        if dst_partial.get(a) == op:
+    # 2. pending reductions: keep, scatter into the dim that wants the axis next, or reduce.
+    #    The value reduces the innermost axis first (gather_pieces), so an axis can only be
+    #    reduced, or a new pending reduction laid out over it (its identity must sit under
+    #    the inner reductions), once every inner axis whose op does not commute with its own is
+    #    reduced: those are reduced too (step 4 lays them out again), innermost first.
+    order = [a for a in mesh.axis_names if a in partial]
+    drop = {a for a in order if dst_partial.get(a) != partial[a]}
+    for i, a in enumerate(mesh.axis_names):
+        ops = {partial[a]} if a in drop else set()
+        if a in dst_partial and dst_partial[a] != partial.get(a):
+            ops.add(dst_partial[a])
+        inner = [b for b in order if mesh.axis_names.index(b) > i]
+        drop |= {b for b in inner for op in ops if not _commute(op, partial[b])}
+    for a in reversed(order):
+        if a not in drop:
             continue
-        del partial[a]
+        op = partial.pop(a)
         j = next((j for j in range(ndim) if cur[j] == want[j][:len(cur[j])]
                   and len(want[j]) > len(cur[j]) and want[j][len(cur[j])] == a), None)
         if j is not None and op != "avg":
@@ -123,6 +135,11 @@ def plan(ndim, src: NamedSharding, dst: NamedSharding) -> list:
             partial[a] = op
             emit("partial", a, op=op)
     return steps
+
+
+def _commute(op1, op2) -> bool:
+    """Whether reductions ``op1`` and ``op2`` over two mesh axes can be applied in either order."""
+    return op1 == op2 or {op1, op2} <= {"sum", "avg"}
 
 
 def step_cost(step, local_bytes, k) -> float:
