@@ -1,8 +1,9 @@
 import os
 
-# Four in-process CPU devices, so that the sharding tests can build meshes (4,) and (2, 2). The
-# count is read once, when the devices are first listed: it must be set before any test runs.
-os.environ.setdefault("STARLING_NUM_CPU_DEVICES", "4")
+# Eight in-process CPU devices, so that the sharding tests can build meshes of up to 8 devices
+# (e.g. (4,), (2, 2), (2, 2, 2)). The count is read once, when the devices are first listed: it
+# must be set before any test runs.
+os.environ.setdefault("STARLING_NUM_CPU_DEVICES", "8")
 
 import numpy as np
 import pytest
