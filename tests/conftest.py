@@ -1,12 +1,13 @@
 import os
 
-# Sharding tests need several in-process devices; unsharded arrays are unaffected by the count.
-# Set before starling lists its devices (the count is read once).
-os.environ.setdefault("STARLING_NUM_CPU_DEVICES", "4")
+# Eight in-process CPU devices, so that the sharding tests can build meshes of up to 8 devices
+# (e.g. (4,), (2, 2), (2, 2, 2)). The count is read once, when the devices are first listed: it
+# must be set before any test runs.
+os.environ.setdefault("STARLING_NUM_CPU_DEVICES", "8")
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-from hypothesis import HealthCheck, settings  # noqa: E402
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
 
 # "ci" keeps the whole suite inside its time budget on 2 cores; "dev" explores more.
 settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True,

@@ -225,6 +225,88 @@ def _install_transform_rules():
 _install_transform_rules()
 
 
+# ---- sharding ----------------------------------------------------------------------------------
+# A draw may be split along the key's batch dims (each device draws the streams of its keys) and
+# along the stream's dims: then each device draws only its own elements, at their positions in
+# the whole stream, so a sharded draw equals the unsharded one bit for bit whatever the layout
+# (uneven chunks included). Element ``p`` (C order of ``shape``) of a ``dtype`` of ``s`` bytes
+# is bytes ``[p s, p s + s)`` of the stream: word ``w = p s // 4`` (``2p`` and ``2p + 1`` for
+# 8 bytes) of block ``w // 4``, lane ``w % 4``; a device evaluates Philox on the blocks of its
+# elements (one block per element: up to 16x the work of the dense stream for uint8, 4x for
+# uint32; the dense stream kernel serves splits along the key batch only).
+
+def _random_bits_sharding(in_avals, out_avals, *, shape, dtype, tag):
+    from .ops.rules_sharding import R, Shard
+    kb = tuple(in_avals[0].shape[:-1])
+    combos = [((Shard(d),), (Shard(d),)) for d in range(len(kb)) if kb[d] > 1]
+    return combos + [((Shard(len(kb) + j),), (R,)) for j in range(len(shape)) if shape[j] > 1]
+
+
+def _random_bits_local_params(params, in_avals, out_shapes):
+    nkb = len(in_avals[0].shape) - 1
+    return dict(params, shape=tuple(out_shapes[0][nkb:]))
+
+
+def _random_bits_local(operands, starts, params, local):
+    """The device's piece of the draw (see above): ``starts[0]`` has the global start of the
+    piece along every result dim."""
+    (k,) = operands
+    nkb = len(k.shape) - 1
+    st = starts[0][nkb:]
+    if all(isinstance(s, int) for s in st):   # only key batch dims split: whole streams
+        return random_bits_p.bind(k, **local)
+    return stream_window(k, st, params["shape"], local["shape"], local["dtype"], local["tag"])
+
+
+def stream_window(k, starts, full_shape, shape, dtype, tag):
+    """Elements ``[starts[j], starts[j] + shape[j])`` (per dim ``j``) of the ``full_shape`` draw
+    of the tag-``tag`` stream of every key of ``k`` (uint32 ``(*kb, 2)``) as ``dtype``: uint
+    ``(*kb, *shape)``. ``starts``: ints or int64 scalars (traced ones too)."""
+    from . import numpy as snp
+    from .ops.shape_lax import iota, reshape
+    i64 = dtypes.int64
+    nd, nkb = len(shape), len(k.shape) - 1
+    pos = None
+    for j in range(nd):
+        stride = math.prod(full_shape[j + 1:])
+        term = (iota(i64, tuple(shape), j) + starts[j]) * stride
+        pos = term if pos is None else pos + term
+    if pos is None:
+        pos = snp.zeros((), i64)
+    size = dtype.itemsize
+    word = pos * 2 if size == 8 else (pos * size) // 4
+    block = word // 4
+    lo32 = convert_element_type(snp.bitwise_and(block, 0xFFFFFFFF), _U32)
+    ctr = snp.stack([lo32, convert_element_type(snp.right_shift(block, 32), _U32),
+                     snp.full_like(lo32, tag), snp.zeros_like(lo32)], axis=-1)
+    words = philox4x32(reshape(k, tuple(k.shape[:-1]) + (1,) * nd + (2,)), ctr)
+
+    def lane(w):   # the word of each element at lane w % 4 of its block: uint32 (*kb, *shape)
+        idx = snp.broadcast_to(snp.expand_dims(w % 4, -1), tuple(words.shape[:-1]) + (1,))
+        return snp.squeeze(snp.take_along_axis(words, idx, axis=-1), -1)
+    if size == 8:
+        lo, hi = (convert_element_type(lane(word + i), dtypes.uint64) for i in (0, 1))
+        return snp.bitwise_or(lo, snp.left_shift(hi, 32))
+    out = lane(word)
+    if size < 4:
+        shift = convert_element_type(((pos * size) % 4) * 8, _U32)
+        out = snp.bitwise_and(snp.right_shift(out, shift), (1 << (8 * size)) - 1)
+    return convert_element_type(out, dtype)
+
+
+def _philox_sharding(in_avals, out_avals):
+    # elementwise over the batch dims; the trailing word dim is never split
+    from .ops.rules_sharding import elementwise
+    last = len(out_avals[0].shape) - 1
+    return [c for c in elementwise()(in_avals, out_avals) if c[0][0].dim != last]
+
+
+random_bits_p.sharding = _random_bits_sharding
+random_bits_p.meta["shard_params"] = _random_bits_local_params
+random_bits_p.meta["shard_local"] = _random_bits_local
+philox4x32_p.sharding = _philox_sharding
+
+
 def _is_eager(*xs):
     if current_trace() is not EVAL_TRACE:
         return False

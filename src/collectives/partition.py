@@ -34,6 +34,7 @@ from ..core.placements import REPLICATE
 from ..core.trace import EVAL_TRACE, new_trace, set_current_trace
 from ..transforms.stage import StagingTrace
 from . import redistribute as RD
+from .hints import layout_hints
 from .sharding import NamedSharding, PartitionSpec, from_placements
 
 logger = logging.getLogger("starling.sharding")
@@ -124,12 +125,21 @@ def _choose(eqn, cur, mesh, hints=()):
         return _transition_cost(have, _placement_on(h, axis, len(a.shape)),
                                 _local_bytes(a, h, dev0), k)
 
+    def new_split(axis, outs):
+        # results split (or pending) on an axis where no operand is: only when wanted
+        if all(p.is_replicate() for p in outs) or any(
+                not _placement_on(cur[i][0], axis, len(a.shape)).is_replicate()
+                for i, a in enumerate(in_avals)):
+            return 0.0
+        return _CHANGE_PENALTY / 2
+
     per_axis = []
     for axis in mesh.axis_names:
         k = mesh.shape[axis]
         ranked = sorted(range(len(cands)), key=lambda c: (
             sum(cost_on(axis, k, i, w) for i, w in enumerate(cands[c][1]))
-            + sum(later(axis, k, j, o) for j, o in enumerate(cands[c][0])), c))
+            + sum(later(axis, k, j, o) for j, o in enumerate(cands[c][0]))
+            + new_split(axis, cands[c][0]), c))
         per_axis.append([cands[c] for c in ranked])
     # the best per axis; if it does not fit the local shapes, the next best axis by axis, then
     # everything replicated
@@ -181,8 +191,8 @@ def _fits(eqn, ins, outs, mesh):
         local_in = [ShapedArray(s.local_shape(a.shape, dev), a.dtype, a.weak_type)
                     for s, a in zip(ins, avals)]
         want = [s.local_shape(a.shape, dev) for s, a in zip(outs, oavals)]
-        params = _local_params(prim, eqn.params, local_in, want)
         try:
+            params = _local_params(prim, eqn.params, local_in, want)
             got = prim.abstract_eval(*local_in, **params)
         except (ValueError, TypeError, IndexError):
             return False
@@ -246,6 +256,8 @@ def propagate(prog, in_shardings, out_shardings=None, keep_partial=False):
 
     avail = {}   # Var -> layouts it exists in (its own first), reused by later consumers
     hints = _hints(prog, out_shardings)
+    for v, s in layout_hints(prog, mesh, out_shardings).items():
+        hints.setdefault(v, s)   # constraints, and through every primitive's strategies
 
     def available(x):
         return [rep] if isinstance(x, Literal) else avail.setdefault(x, [layout[x]])
@@ -336,7 +348,14 @@ def _localize(prog, layout, choices, in_shardings, final, device):
                 want = [s.local_shape(v.aval.shape, device) for s, v in zip(ch.outs,
                                                                               eqn.outvars)]
                 params = _local_params(prim, eqn.params, local_in, want)
-                outs = prim.bind(*xs, **params)
+                hook = prim.meta.get("shard_local")
+                if hook is not None and not all(s.is_fully_replicated for s in ch.outs):
+                    # the piece depends on where it lies: the hook gets its global start
+                    starts = [RD.local_starts(v.aval.shape, s)
+                              for s, v in zip(ch.outs, eqn.outvars)]
+                    outs = hook(xs, starts, eqn.params, params)
+                else:
+                    outs = prim.bind(*xs, **params)
                 outs = outs if prim.multiple_results else [outs]
             for v, o in zip(eqn.outvars, outs):
                 env[v] = o
@@ -413,6 +432,13 @@ def partition(prog: Program, in_shardings, out_shardings=None, keep_partial=Fals
     layout, choices, final = propagate(prog, in_shardings, out_shardings, keep_partial)
     tracked = [(layout[v], v.aval) for v in layout] + \
         [(s, x.aval) for s, x in zip(final, prog.outvars)]
+    # and every layout a redistribution passes through: devices with equal local shapes of the
+    # values can differ in between (a dim split by two axes is gathered minor axis first)
+    rep = replicated(mesh)
+    moves = [(x, w) for ch in choices for x, w in zip(ch.eqn.invars, ch.ins)]
+    for x, want in moves + list(zip(prog.outvars, final)):
+        have = rep if isinstance(x, Literal) else layout[x]
+        tracked += [(st.after, x.aval) for st in RD.plan(len(x.aval.shape), have, want)]
     programs, built = {}, {}
     for dev in mesh.flat_devices:
         key = tuple(s.local_shape(a.shape, dev) for s, a in tracked)

@@ -13,8 +13,9 @@ Partial -> Shard   reduce_scatter (tiled)         1 x local piece
 Shard(i)->Shard(j) all_to_all                     1 x local piece
 Replicate -> Shard shard_slice (local)            0
 Replicate->Partial keep the value at rank 0,      0
-                   zeros elsewhere (sum; ones for
-                   prod; max/min/avg keep all)
+                   the op's identity elsewhere
+                   (-0.0 / 0 for sum, 1 for prod;
+                   max/min/avg keep all)
 =================  =============================  ============================================
 
 ``apply_local`` performs the steps on one device's piece by binding the collective primitives:
@@ -29,7 +30,7 @@ import logging
 import numpy as np
 
 from ..arrays.array import wrap
-from ..core.placements import Replicate, chunk_bounds
+from ..core.placements import Replicate, chunk_bounds, partial_fill
 from .primitives import (all_gather_p, all_reduce_p, all_to_all_p, axis_index_p,
                          reduce_scatter_p, shard_slice_p)
 from .sharding import NamedSharding, PartitionSpec, as_sharding, from_placements
@@ -98,11 +99,23 @@ def plan(ndim, src: NamedSharding, dst: NamedSharding) -> list:
                 emit("all_to_all", a, dim=j, dim2=d)
             else:
                 emit("gather", a, dim=d)
-    # 2. pending reductions: keep, scatter into the dim that wants the axis next, or reduce
-    for a, op in list(partial.items()):
-        if dst_partial.get(a) == op:
+    # 2. pending reductions: keep, scatter into the dim that wants the axis next, or reduce.
+    #    The value reduces the innermost axis first (gather_pieces), so an axis can only be
+    #    reduced, or a new pending reduction laid out over it (its identity must sit under
+    #    the inner reductions), once every inner axis whose op does not commute with its own is
+    #    reduced: those are reduced too (step 4 lays them out again), innermost first.
+    order = [a for a in mesh.axis_names if a in partial]
+    drop = {a for a in order if dst_partial.get(a) != partial[a]}
+    for i, a in enumerate(mesh.axis_names):
+        ops = {partial[a]} if a in drop else set()
+        if a in dst_partial and dst_partial[a] != partial.get(a):
+            ops.add(dst_partial[a])
+        inner = [b for b in order if mesh.axis_names.index(b) > i]
+        drop |= {b for b in inner for op in ops if not _commute(op, partial[b])}
+    for a in reversed(order):
+        if a not in drop:
             continue
-        del partial[a]
+        op = partial.pop(a)
         j = next((j for j in range(ndim) if cur[j] == want[j][:len(cur[j])]
                   and len(want[j]) > len(cur[j]) and want[j][len(cur[j])] == a), None)
         if j is not None and op != "avg":
@@ -122,6 +135,11 @@ def plan(ndim, src: NamedSharding, dst: NamedSharding) -> list:
             partial[a] = op
             emit("partial", a, op=op)
     return steps
+
+
+def _commute(op1, op2) -> bool:
+    """Whether reductions ``op1`` and ``op2`` over two mesh axes can be applied in either order."""
+    return op1 == op2 or {op1, op2} <= {"sum", "avg"}
 
 
 def step_cost(step, local_bytes, k) -> float:
@@ -173,11 +191,32 @@ def apply_local(x, shape, src, dst, device):
                 x = (total / k if np.dtype(x.dtype).kind in "fc" else total // k).astype(x.dtype)
             else:
                 x = all_reduce_p.bind(x, axes=axes, op=st.op)
-        elif st.kind == "partial" and st.op in ("sum", "prod"):
+        elif st.kind == "partial" and partial_fill(st.op, x.dtype) is not None:
             first = axis_index_p.bind(axes=axes) == 0
-            fill = snp.zeros_like(x) if st.op == "sum" else snp.ones_like(x)
-            x = snp.where(first, x, fill)
+            x = snp.where(first, x, snp.full_like(x, partial_fill(st.op, x.dtype)))
     return x
+
+
+def local_starts(shape, sharding) -> list:
+    """The global index where the calling device's piece of a ``shape`` array laid out by
+    ``sharding`` starts, per dim: 0 for dims not split, else an int64 scalar computed from
+    ``axis_index`` and the ``torch.chunk`` sizes (binds collectives: call it in a device's
+    computation or while staging a per-device program, where devices with equal local shapes
+    share one program but not one start)."""
+    from .. import numpy as snp
+    mesh = sharding.mesh
+    out = []
+    for d, n in enumerate(shape):
+        start, size = 0, n
+        for a in sharding.spec.axes(d):   # major to minor, as NamedSharding.shard_bounds
+            k = mesh.shape[a]
+            r = snp.astype(axis_index_p.bind(axes=(a,)), snp.int64)
+            c = (size + (k - 1)) // k
+            lo = snp.minimum(r * c, size)
+            hi = snp.minimum(lo + c, size)
+            start, size = start + lo, hi - lo
+        out.append(start)
+    return out
 
 
 # ---- eager redistribution of sharded arrays ------------------------------------------------------

@@ -18,7 +18,7 @@ import numpy as np
 from ..arrays.array import Array, wrap
 from ..arrays.convert import operand
 from ..core.avals import ShapedArray
-from ..core.placements import Replicate
+from ..core.placements import Replicate, partial_fill
 from .runtime.inprocess import accumulation_dtype, finish_reduce, reduce_ufunc
 from .sharding import (NamedSharding, SingleDeviceSharding, as_sharding, from_placements,
                        normalize_placements)
@@ -305,7 +305,7 @@ def _gather_mixed(sharding, aval, shards):
 def split_pieces(value, sharding):
     """The pieces (mesh flat order; None for remote devices) of the NumPy ``value`` laid out by
     ``sharding``; Partial axes keep the value at coordinate 0 and the op's identity elsewhere
-    (so that reducing them gives ``value`` back exactly)."""
+    (``partial_fill``: reducing them gives ``value`` back exactly, signed zeros included)."""
     mesh = sharding.mesh
     shape = value.shape
     partial = dict(sharding.partial)
@@ -318,8 +318,9 @@ def split_pieces(value, sharding):
         if partial:
             c = dict(zip(mesh.axis_names, mesh.coords(dev)))
             for a, op in partial.items():
-                if c[a] != 0 and op in ("sum", "prod"):
-                    piece[...] = 0 if op == "sum" else 1
+                fill = partial_fill(op, value.dtype)
+                if c[a] != 0 and fill is not None:
+                    piece[...] = fill
         out.append(piece)
     return tuple(out)
 

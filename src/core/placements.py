@@ -110,6 +110,18 @@ class Partial(Placement):
 REPLICATE = Replicate()
 
 
+def partial_fill(op: str, dtype):
+    """What positions other than the first hold when a whole value is laid out as
+    ``Partial(op)``: the identity of ``op``, so that reducing gives the value back exactly.
+    For sums of floating / complex dtypes that is -0.0 (``x + -0.0 == x`` for every ``x``; +0.0
+    would turn -0.0 into +0.0), 0 otherwise; 1 for products; None for max / min / avg (every
+    position keeps the value)."""
+    import numpy as np
+    if op == "sum":
+        return -0.0 if np.dtype(dtype).kind in "fc" else 0
+    return 1 if op == "prod" else None
+
+
 def chunk_bounds(n: int, k: int, i: int) -> tuple[int, int]:
     """``[start, stop)`` of chunk ``i`` of ``k`` of a dim of size ``n`` (``torch.chunk`` sizes:
     ``ceil(n / k)`` each, the trailing chunks smaller or empty)."""

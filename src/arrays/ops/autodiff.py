@@ -13,6 +13,7 @@ stop_gradient_p.weak_type = lambda w: w
 R.defjvp_zero(stop_gradient_p)
 stop_gradient_p.sharding = RS.elementwise(RS.UNARY_SUM)
 R.batch_unary_same_axis(stop_gradient_p)
+stop_gradient_p.sharding = RS.elementwise(selectors=0)   # the identity: every layout passes
 
 
 def stop_gradient(x):

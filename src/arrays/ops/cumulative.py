@@ -77,6 +77,9 @@ cummin_p = _declare("cummin", np.minimum.accumulate, False)
 #   running extremum in scan order (from the start, or from the end when reverse): later ties do
 #   not take it over. Once the run turns NaN, the tangent is that of the first NaN.
 # Batch rules: the batch axis stays put and ``axis`` is renumbered around it.
+# Sharding: dims other than ``axis`` may be split; a pending reduction of the same kind passes
+#   through (running sums of partial sums add up, likewise products, and a running maximum of a
+#   pending maximum is the maximum of the pieces' running maxima).
 
 def _shift(v, s, fill, axis, reverse):
     """``v`` moved by ``s`` steps along ``axis`` in scan order, ``fill`` entering at the start."""
@@ -142,8 +145,16 @@ def _scan_batch(prim):
     return rule
 
 
+def _along_axis(params, ndim):
+    return (params["axis"],)
+
+
 def _declare_rules():
     from . import rules as R
+    from . import rules_sharding as RS
+    for p, partials in ((cumsum_p, ("sum",)), (cumprod_p, ("prod",)), (cummax_p, ("max",)),
+                        (cummin_p, ("min",))):
+        p.sharding = RS.along(_along_axis, partials)
     R.deflinear(cumsum_p, _cumsum_transpose)
     cumprod_p.jvp = _cumprod_jvp
     _cum_extremum_jvp(cummax_p)

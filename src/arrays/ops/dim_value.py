@@ -16,6 +16,7 @@ from ...core import dtypes
 from ...core.avals import ShapedArray, is_symbolic
 from ...core.primitive import Primitive
 from . import rules as R
+from . import rules_sharding as RS
 
 __all__: list = []
 
@@ -41,6 +42,7 @@ dim_value_p.impl = _impl
 dim_value_p.abstract_eval = _abstract
 dim_value_p.weak_type = lambda **params: True
 dim_value_p.batch = _batch
+dim_value_p.sharding = RS.replicated_only   # nullary: a scalar every device computes alike
 R.defjvp_zero(dim_value_p)
 
 

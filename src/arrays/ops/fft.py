@@ -32,6 +32,7 @@ from ...core.ad_util import Zero, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ..array import wrap
+from . import rules_sharding as RS
 from .rules import deflinear, move_axis
 
 __all__ = []  # the user functions live in starling.numpy.fft
@@ -148,5 +149,11 @@ def _fft_batch(args, dims, *, fft_type, fft_lengths):
     return fft_p.bind(move_axis(x, d, 0), fft_type=fft_type, fft_lengths=fft_lengths), 0
 
 
+def _transformed(params, ndim):
+    return range(ndim - len(params["fft_lengths"]), ndim)
+
+
 deflinear(fft_p, _fft_transpose)
 fft_p.batch = _fft_batch
+# the dims not transformed may be split; every transform is linear (partial sums pass)
+fft_p.sharding = RS.along(_transformed, ("sum",))

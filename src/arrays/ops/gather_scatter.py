@@ -50,6 +50,20 @@ Transformation rules (indices are integers: they never carry a tangent):
   example with a cumsum and scatters their flat positions (static ``size``).
 * choose is linear in the choices: the JVP chooses among the tangents, the transpose routes ``ct``
   back to the chosen operand (summing broadcast dims).
+
+Sharding strategies (one mesh axis; see rules_sharding.py):
+
+* gather: the index batch dims may be split (the indices split alike, the operand replicated), or
+  a window (not indexed) dim of the operand and the result alike (indices replicated); a
+  selection passes pending maxima / minima, and pending sums when no fill value enters.
+* scatter: window dims split alike in the operand, the updates and the result; pending sums pass
+  a "set" / "add" (linear in operand and updates jointly: each piece writes the same positions,
+  so the same duplicate wins), pending maxima / minima / products the matching op; and for
+  "add" / "max" / "min" / "multiply" the updates may be split along their index batch dims with
+  the indices alike: each device combines its own updates into a pending result (the operand
+  held as a partial value: on one device for sums, on all for maxima / minima).
+* choose: elementwise, with the chosen operands' pending reductions passing through.
+* argwhere: replicated (its result depends on every element's position in the whole array).
 """
 from __future__ import annotations
 
@@ -62,6 +76,7 @@ from ...core.primitive import Primitive
 from ...core.trace import ConcretizationError
 from ..array import wrap
 from . import rules as R
+from . import rules_sharding as RS
 from . import shape_lax
 from .convert_element_type import convert_element_type
 from .elementwise_family import broadcast_shapes
@@ -250,10 +265,35 @@ def _gather_batch(args, dims, *, mode, fill_value):
     return gather_p.bind(R.move_axis(x, dx, 0), *full, **params), 0
 
 
+def _index_shards(idx, nb, d, size):
+    """Placements of the index arrays (broadcasting to a rank-``nb`` B) for B's dim ``d`` of
+    ``size`` split: the ones that have it split alike, the broadcast ones replicated."""
+    out = []
+    for a in idx:
+        k = d - (nb - len(a.shape))
+        out.append(RS.Shard(k) if k >= 0 and a.shape[k] == size else RS.R)
+    return tuple(out)
+
+
+def _gather_sharding(in_avals, out_avals, *, mode, fill_value):
+    x, idx = in_avals[0], in_avals[1:]
+    k, out = len(idx), out_avals[0]
+    nb = len(out.shape) - (len(x.shape) - k)
+    combos = [((RS.Shard(d),), (RS.R,) + _index_shards(idx, nb, d, out.shape[d]))
+              for d in range(nb) if out.shape[d] > 1]
+    combos += [((RS.Shard(nb + j - k),), (RS.Shard(j),) + (RS.R,) * k)
+               for j in range(k, len(x.shape)) if x.shape[j] > 1]
+    ops = ["max", "min"]
+    if x.dtype.kind != "b" and (mode not in ("fill", "drop") or fill_value == 0):
+        ops.append("sum")
+    return combos + [((RS.Partial(o),), (RS.Partial(o),) + (RS.R,) * k) for o in ops]
+
+
 gather_p.jvp = _gather_jvp
 gather_p.transpose = _gather_transpose
 gather_p.batch = _gather_batch
 gather_p.is_linear = True
+gather_p.sharding = _gather_sharding
 
 
 def gather(x, *indices, mode="clip", fill_value=None):
@@ -315,7 +355,8 @@ def _scatter_impl(x, updates, *idx, op, mode, unique_indices):
             updates = updates[valid]
         else:
             norm = [i.reshape(-1) for i in norm]
-            updates = updates.reshape((-1,) + updates.shape[len(batch):])
+            # the count spelled out: -1 is ambiguous when a window dim is empty
+            updates = updates.reshape((norm[0].size,) + updates.shape[len(batch):])
     if op == "set":
         if not unique_indices and len(norm[0]) > 1:
             # NumPy does not promise which duplicate wins; we keep the last one explicitly.
@@ -498,10 +539,32 @@ def _scatter_batch(args, dims, *, op, mode, unique_indices):
                           **params), 0
 
 
+# the pending reduction a scatter op passes (None: not expressible)
+_SCATTER_PENDING = {"set": "sum", "add": "sum", "multiply": "prod", "min": "min", "max": "max"}
+
+
+def _scatter_sharding(in_avals, out_avals, *, op, mode, unique_indices):
+    x, u, idx = in_avals[0], in_avals[1], in_avals[2:]
+    k = len(idx)
+    nb = len(u.shape) - (len(x.shape) - k)
+    P, Rep = RS.Partial, RS.R
+    combos = [((RS.Shard(j),), (RS.Shard(j), RS.Shard(nb + j - k)) + (Rep,) * k)
+              for j in range(k, len(x.shape)) if x.shape[j] > 1]
+    pend = _SCATTER_PENDING[op]
+    if pend == "sum" and x.dtype.kind == "b":   # bool addition is logical or
+        return combos
+    combos.append(((P(pend),), (P(pend), P(pend)) + (Rep,) * k))
+    if op != "set":   # which duplicate a "set" keeps is decided across all updates
+        combos += [((P(pend),), (P(pend), RS.Shard(d)) + _index_shards(idx, nb, d, u.shape[d]))
+                   for d in range(nb) if u.shape[d] > 1]
+    return combos
+
+
 scatter_p.jvp = _scatter_jvp
 scatter_p.transpose = _scatter_transpose
 scatter_p.batch = _scatter_batch
 scatter_p.is_linear = True
+scatter_p.sharding = _scatter_sharding
 
 
 def scatter(x, updates, *indices, op="set", mode="drop", unique_indices=False):
@@ -582,6 +645,7 @@ def _argwhere_batch(args, dims, *, size, fill_value):
 
 R.defjvp_zero(argwhere_p)
 argwhere_p.batch = _argwhere_batch
+argwhere_p.sharding = RS.replicated_only
 
 
 # ---- choose ------------------------------------------------------------------------------------
@@ -648,3 +712,4 @@ choose_p.jvp = _choose_jvp
 choose_p.transpose = _choose_transpose
 R.batch_elementwise(choose_p)
 choose_p.is_linear = True
+choose_p.sharding = RS.elementwise(selectors=1)

@@ -35,6 +35,7 @@ from ..array import Array, wrap
 from . import shape_lax
 from .convert_element_type import convert_element_type
 from .elementwise_family import promote_operands
+from . import rules_sharding as RS
 from .rules import batch_size, bdim_to_front, move_axis
 
 __all__ = []  # the user functions live in starling.numpy.linalg
@@ -428,7 +429,9 @@ def _slogdet_jvp(primals, tangents):
 det_p.jvp = _det_jvp
 slogdet_p.jvp = _slogdet_jvp
 batch_to_front(det_p)
+det_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own
 batch_to_front(slogdet_p)
+slogdet_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own
 
 
 # ---- inv / solve -------------------------------------------------------------------------------
@@ -564,10 +567,24 @@ def _solve_batch(args, dims):
 
 inv_p.jvp = _inv_jvp
 batch_to_front(inv_p)
+inv_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own
 solve_p.jvp = _solve_jvp
 solve_p.transpose = _solve_transpose
 solve_p.is_linear = True
 solve_p.batch = _solve_batch
+
+
+def _solve_sharding(in_avals, out_avals):
+    # Besides the batch dims: the right-hand sides (columns of b) are solved independently, and
+    # the solve is linear in b (a pending sum of b gives one of x).
+    k = len(in_avals[1].shape) - 1
+    extra = [((RS.Partial("sum"),), (RS.R, RS.Partial("sum")))]
+    if in_avals[1].shape[k] > 1:
+        extra.append(((RS.Shard(k),), (RS.R, RS.Shard(k))))
+    return RS.batch_dims(2)(in_avals, out_avals) + extra
+
+
+solve_p.sharding = _solve_sharding
 
 
 # ---- cholesky ----------------------------------------------------------------------------------
@@ -625,3 +642,4 @@ def _cholesky_jvp(primals, tangents):
 
 cholesky_p.jvp = _cholesky_jvp
 batch_to_front(cholesky_p)
+cholesky_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own

@@ -24,6 +24,7 @@ from ...core.ad_util import Zero
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ..array import wrap
+from . import rules_sharding as RS
 from . import shape_lax
 from .linalg_basic import (
     EighResult, QRResult, SVDResult, _check_inexact, _low_precision, _snp, as_inexact,
@@ -121,6 +122,7 @@ def _qr_jvp(primals, tangents, *, full_matrices):
 
 qr_p.jvp = _qr_jvp
 batch_to_front(qr_p)
+qr_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own
 
 
 # ---- svd ---------------------------------------------------------------------------------------
@@ -264,6 +266,7 @@ def wrap_rows(n):
 
 svd_p.jvp = _svd_jvp
 batch_to_front(svd_p)
+svd_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own
 
 
 # ---- eigh --------------------------------------------------------------------------------------
@@ -359,3 +362,4 @@ def _eigh_jvp(primals, tangents, *, lower, compute_v):
 
 eigh_p.jvp = _eigh_jvp
 batch_to_front(eigh_p)
+eigh_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own

@@ -292,7 +292,7 @@ def param_unary_primitive(name, impl):
     prim.abstract_eval = lambda x, **params: x
     prim.weak_type = lambda w, **params: w
     prim.meta.update(nin=1, out="same", numpy_impl=impl)
-    prim.sharding = RS.elementwise()
+    prim.sharding = RS.elementwise()   # rounding / clamping: partial sums stay unsplit
     return prim
 
 

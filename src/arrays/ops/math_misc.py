@@ -28,6 +28,7 @@ from .math_basic import (
     arctan2, copysign, imag, isfinite, isinf, isnan, real, signbit, sin, sqrt, trunc,
 )
 from .math_select import where
+from . import rules_sharding as RS
 from .rules import (
     Zero, batch_elementwise, defjvp, defjvp_zero, tangent_aval, unbroadcast,
 )
@@ -297,6 +298,7 @@ def _frexp_batch(args, dims):
 
 frexp_p.jvp = _frexp_jvp
 frexp_p.batch = _frexp_batch
+frexp_p.sharding = RS.elementwise()
 ldexp_p = Primitive("ldexp", family="elementwise")
 
 
@@ -362,6 +364,7 @@ ldexp_p.jvp = _ldexp_jvp
 ldexp_p.transpose = _ldexp_transpose
 ldexp_p.is_linear = True
 batch_elementwise(ldexp_p)
+ldexp_p.sharding = RS.elementwise(RS.SCALE_FIRST)   # x * 2**e: linear in x
 
 # ---- isclose -----------------------------------------------------------------------------------
 

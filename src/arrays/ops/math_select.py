@@ -412,8 +412,7 @@ where_p.jvp = _where_jvp
 where_p.transpose = _where_transpose
 where_p.is_linear = True
 batch_elementwise(where_p)
-# linear in the two branches: selecting between two partial sums with a replicated mask
-where_p.sharding = RS.elementwise((("sum", (None, "sum", "sum")),))
+where_p.sharding = RS.elementwise(selectors=1)
 
 
 def _nan_to_num_jvp(primals, tangents, *, nan, posinf, neginf):

@@ -15,6 +15,16 @@ one device's pieces. The partitioner checks every choice against each device's l
 evaluation, so a rule may list a strategy that only works for some sizes (uneven chunks): it is
 dropped where it does not fit.
 
+A primitive whose pieces depend on where they lie in the whole (``iota`` along its dim, random
+draws) declares ``prim.meta["shard_local"](operands, starts, params, local_params) ->
+result(s)``: when one of its results is split, the partitioner calls it instead of binding the
+primitive on the pieces, with ``starts[j][d]`` the global index where the device's piece of
+result ``j`` starts along dim ``d`` (0 where not split, else an int64 scalar computed from
+``axis_index``; devices with equal local shapes share one program, not one start).
+
+Control-flow primitives (src/transforms/control/sharding.py) derive their strategies from their
+bodies: a split stays split where the body runs on pieces without communication.
+
 This module has the family defaults; primitives with special structure state theirs next to
 their other rules.
 """
@@ -32,13 +42,17 @@ def _dims_of_result(r, a, d):
     return k if k >= 0 else None
 
 
-def elementwise(partials=()):
+def elementwise(partials=(), selectors=None):
     """Strategy of a broadcasting elementwise op: every result dim of size > 1 may be split, the
     operands that have it split alike and the ones broadcast along it replicated.
 
     Args:
         partials: ``(out_op, in_ops)`` entries for ops linear in some operands, e.g. add:
             ``("sum", ("sum", "sum"))``; multiply: ``("sum", ("sum", None))`` (None: replicated).
+        selectors: for selection ops (``where``, ``choose``): the number of leading operands that
+            choose among the others. With the selectors replicated, every pending reduction
+            ("sum", "max", "min") of the chosen operands passes through: each element of the
+            result is one of them, taken at the same position on every device.
     """
     def rule(in_avals, out_avals, **params):
         out = out_avals[0]
@@ -52,12 +66,28 @@ def elementwise(partials=()):
                 k = _dims_of_result(r, a, d)
                 ins.append(Shard(k) if k is not None and a.shape[k] == out.shape[d] else R)
             combos.append(((Shard(d),) * len(out_avals), tuple(ins)))
-        if in_avals and in_avals[0].dtype.kind != "b":   # bool add / multiply are or / and
+        if in_avals and in_avals[-1].dtype.kind != "b":   # bool add / multiply are or / and
             for out_op, in_ops in partials:
                 combos.append(((Partial(out_op),) * len(out_avals),
                                tuple(Partial(o) if o else R for o in in_ops)))
+        if selectors is not None:
+            n_val = len(in_avals) - selectors
+            for op in VALUE_OPS if in_avals[-1].dtype.kind != "b" else VALUE_OPS[1:]:
+                combos.append(((Partial(op),) * len(out_avals),
+                               (R,) * selectors + (Partial(op),) * n_val))
         return combos
     return rule
+
+
+VALUE_OPS = ("sum", "max", "min")
+"""The pending reductions a value-moving op (selection, copy, permutation) passes through."""
+
+
+def replicated_only(in_avals, out_avals, **params):
+    """The strategy of a primitive that runs replicated by design (a value-dependent result
+    shape, a nullary op whose value has no layout, a stand-in of differentiation). Stating it
+    marks the choice as deliberate: the partitioner does not log it as missing."""
+    return []
 
 
 # Linear pieces of the common elementwise ops (the result's Partial from operands' Partials).
@@ -91,22 +121,31 @@ def reduction(partial_op=None, linear=False):
     return rule
 
 
-def along(axis_of, linear=False):
+def along(axis_of, partials=()):
     """Strategy of an op acting along some dims (cumulative ops, sort, fft...): the other dims may
     be split; ``axis_of(params, ndim)`` gives the dims acted on. Every result has the operand's
-    shape outside those dims."""
+    rank and size outside those dims; further operands of another rank stay replicated.
+
+    Args:
+        partials: the pending reductions of the first operand that pass through to every result
+            (the others replicated): "sum" for ops linear in it (cumsum, fft), "max" / "min"
+            for running extrema (``cummax(max(a, b)) == max(cummax(a), cummax(b))``). Sums of
+            bool operands are skipped (bool addition is logical or).
+    """
     def rule(in_avals, out_avals, **params):
         x = in_avals[0]
         acted = set(axis_of(params, len(x.shape)))
         combos = []
         for d in range(len(x.shape)):
-            if d in acted:
+            if d in acted or x.shape[d] == 1:
                 continue
             ins = tuple(Shard(d) if len(a.shape) == len(x.shape) else R for a in in_avals)
             combos.append(((Shard(d),) * len(out_avals), ins))
-        if linear:
-            combos.append(((Partial("sum"),) * len(out_avals),
-                           (Partial("sum"),) + (R,) * (len(in_avals) - 1)))
+        for op in partials:
+            if op == "sum" and x.dtype.kind == "b":
+                continue
+            combos.append(((Partial(op),) * len(out_avals),
+                           (Partial(op),) + (R,) * (len(in_avals) - 1)))
         return combos
     return rule
 
@@ -118,6 +157,8 @@ def batch_dims(n_core):
         nb = len(in_avals[0].shape) - n_core
         combos = []
         for d in range(nb):
+            if in_avals[0].shape[d] == 1:
+                continue
             ins = tuple(Shard(d) if len(a.shape) - n_core > d else R for a in in_avals)
             outs = tuple(Shard(d) if len(o.shape) > d else R for o in out_avals)
             combos.append((outs, ins))

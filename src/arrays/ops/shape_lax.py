@@ -855,5 +855,25 @@ def _iota_batch(args, dims, **params):
                     "batch rule of iota should never run)")
 
 
+def _iota_sharding(in_avals, out_avals, *, dtype, shape, dimension):
+    # any dim may be split: a piece of the iota dim counts from its global start (_iota_local)
+    return [((RS.Shard(d),), ()) for d in range(len(shape)) if shape[d] > 1]
+
+
+def _iota_local(operands, starts, params, local):
+    """The device's piece: along ``dimension`` it counts from the piece's global start, in int64
+    and then converted, which is what ``arange`` in the dtype gives for the whole."""
+    start = starts[0][params["dimension"]]
+    if isinstance(start, int):
+        return iota_p.bind(**local)
+    from .convert_element_type import convert_element_type
+    from .arithmetic import add
+    base = iota_p.bind(dtype=dtypes.int64, shape=local["shape"], dimension=local["dimension"])
+    return convert_element_type(add(base, start), local["dtype"], False)
+
+
 R.defjvp_zero(iota_p)  # no operands: the output never depends on a differentiated input
 iota_p.batch = _iota_batch
+iota_p.sharding = _iota_sharding
+iota_p.meta["shard_params"] = RS.local_out_shape("shape")
+iota_p.meta["shard_local"] = _iota_local

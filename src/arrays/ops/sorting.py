@@ -115,6 +115,11 @@ top_k_p.weak_type = lambda w, *, k: [w, False]
 # Batch rules: the batch axis stays put and ``axis`` is renumbered around it (top_k works on
 #   the last axis, so a batch axis there is moved to the front); searchsorted with a batched
 #   sorted array counts, per example, the elements before each value with one stable argsort.
+# Sharding: sort / argsort / top_k keep splits of the dims they do not act on. searchsorted is
+#   elementwise in the values (any split of them, the sorted array replicated), and a split
+#   sorted array gives a partial sum: each chunk of a sorted array is sorted, and the insertion
+#   point into the whole is the sum of the insertion points into the chunks (the number of
+#   entries before the value).
 
 def _sort_jvp(primals, tangents, *, axis, descending):
     x, = primals
@@ -186,8 +191,28 @@ def _searchsorted_batch(args, dims, *, side):
     return snp.reshape(out, (size,) + vshape), 0
 
 
+def _sort_axis(params, ndim):
+    return (params["axis"],)
+
+
+def _last_axis(params, ndim):
+    return (ndim - 1,)
+
+
+def _searchsorted_sharding(in_avals, out_avals, *, side):
+    from .rules_sharding import R as REP, Partial, Shard
+    a, v = in_avals
+    combos = [((Shard(d),), (REP, Shard(d))) for d in range(len(v.shape)) if v.shape[d] > 1]
+    return combos + [((Partial("sum"),), (Shard(0), REP))]
+
+
 def _declare_rules():
     from . import rules as R
+    from . import rules_sharding as RS
+    sort_p.sharding = RS.along(_sort_axis)
+    argsort_p.sharding = RS.along(_sort_axis)
+    top_k_p.sharding = RS.along(_last_axis)
+    searchsorted_p.sharding = _searchsorted_sharding
     sort_p.jvp = _sort_jvp
     top_k_p.jvp = _top_k_jvp
     R.defjvp_zero(argsort_p)

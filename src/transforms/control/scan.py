@@ -23,6 +23,7 @@ from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
 from . import programs as P
+from . import sharding as CS
 from .programs import split_list as _split
 
 scan_p = Primitive("scan", multiple_results=True, family="control")
@@ -207,6 +208,7 @@ scan_p.transpose = _transpose
 scan_p.batch = _batch
 scan_p.is_linear = True
 scan_p.meta["partial_eval"] = _partial_eval
+CS.install(scan_p, CS.scan_sharding, CS.scan_local_params)
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):

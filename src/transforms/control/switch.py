@@ -23,6 +23,7 @@ from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
 from . import programs as P
+from . import sharding as CS
 
 switch_p = Primitive("switch", multiple_results=True, family="control")
 
@@ -151,6 +152,7 @@ switch_p.transpose = _transpose
 switch_p.batch = _batch
 switch_p.is_linear = True  # linear in the operands its branches are linear in
 switch_p.meta["partial_eval"] = _partial_eval
+CS.install(switch_p, CS.switch_sharding, CS.switch_local_params)
 
 
 def _index_operand(op, index, n):

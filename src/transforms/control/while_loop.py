@@ -33,6 +33,7 @@ from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
 from . import programs as P
+from . import sharding as CS
 from .programs import split_list as _split
 from .scan import scan_p
 
@@ -263,6 +264,7 @@ while_p.weak_type = _weak
 while_p.jvp = _jvp
 while_p.batch = _batch
 while_p.meta["partial_eval"] = _partial_eval
+CS.install(while_p, CS.while_sharding, CS.while_local_params)
 
 
 def while_loop(cond_fun, body_fun, init_val, *, max_iterations=None):
