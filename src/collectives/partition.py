@@ -436,9 +436,17 @@ def partition(prog: Program, in_shardings, out_shardings=None, keep_partial=Fals
     # values can differ in between (a dim split by two axes is gathered minor axis first)
     rep = replicated(mesh)
     moves = [(x, w) for ch in choices for x, w in zip(ch.eqn.invars, ch.ins)]
-    for x, want in moves + list(zip(prog.outvars, final)):
-        have = rep if isinstance(x, Literal) else layout[x]
-        tracked += [(st.after, x.aval) for st in RD.plan(len(x.aval.shape), have, want)]
+    moves += list(zip(prog.outvars, final))
+    # a redistribution may start from any layout the value reaches (its own, or one an earlier
+    # consumer asked for: _localize reuses the cheapest), so every such path counts
+    reached = {}
+    for x, want in moves:
+        if not isinstance(x, Literal):
+            reached.setdefault(x, {layout[x]}).add(want)
+    for x, want in moves:
+        sources = [rep] if isinstance(x, Literal) else reached[x]
+        for have in sources:
+            tracked += [(st.after, x.aval) for st in RD.plan(len(x.aval.shape), have, want)]
     programs, built = {}, {}
     for dev in mesh.flat_devices:
         key = tuple(s.local_shape(a.shape, dev) for s, a in tracked)
