@@ -3,7 +3,8 @@
 Modules are pytrees (their arrays are leaves, their configuration static), so they pass
 through ``grad`` / ``vmap`` / ``compile`` unchanged; see ``starling.nn.module`` for the
 mutation rules (in-place rebinding outside transformations only) and how running statistics
-are threaded. ``nn.functional`` holds the pure functions, ``nn.init`` the initialisers;
+are threaded. ``nn.compile`` compiles a PyTorch-style training step that updates the modules
+and optimizers it is given in place (``starling.nn.stateful_compile``). ``nn.functional`` holds the pure functions, ``nn.init`` the initialisers;
 optimizers live in ``starling.optim``; weights are saved with ``starling.save`` /
 ``starling.load`` (safetensors).
 """
@@ -23,11 +24,12 @@ from .norm import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noq
 from .stateless import (  # noqa: F401
     functional_call, grad, replace, stateful_call, trainable_parameters, value_and_grad,
 )
+from .stateful_compile import StatefulCompiled, compile, jit  # noqa: F401,A004
 
 __all__ = [
     "Module", "ModuleMutationError", "StateDictError", "IncompatibleKeys",
     "functional", "init", "functional_call", "stateful_call", "replace", "trainable_parameters",
-    "value_and_grad", "grad",
+    "value_and_grad", "grad", "compile", "jit", "StatefulCompiled",
     "Identity", "Linear", "Bilinear", "Embedding", "Flatten", "Unflatten", "Dropout",
     "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
     "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",

@@ -24,6 +24,11 @@ module for chaining). Inside a transformed function any such mutation, or assign
 value to a module anywhere, raises ``ModuleMutationError``: build new modules functionally with
 ``nn.replace`` / ``nn.functional_call`` / ``starling.tree.map`` and return them instead.
 
+The one exception is ``nn.compile``: it lifts the state of the modules and optimizers passed to
+the compiled function, so *their* in-place updates (``optim.*.step``, running statistics,
+assigning a parameter) are staged by that compile's own trace and written back after each call
+(``mutation_allowed`` is the single rule every mutating method asks).
+
 Running statistics (BatchNorm) are *threaded explicitly*: a layer calls ``update_buffers``;
 eagerly this rebinds in place (PyTorch behaviour); under ``nn.stateful_call`` /
 ``nn.value_and_grad`` the new values are collected and returned in a new module; anywhere else
@@ -65,19 +70,59 @@ def _is_float_dtype(dt):
     return dtypes.is_inexact(np.dtype(dt))
 
 
+class _Lifted:
+    """The objects whose state one ``nn.compile`` trace lifted, and that trace."""
+
+    __slots__ = ("trace", "ids")
+
+    def __init__(self, trace, objects):
+        self.trace, self.ids = trace, frozenset(id(o) for o in objects)
+
+
+_LIFTED = contextvars.ContextVar("starling_nn_lifted_state", default=None)
+
+
+@contextlib.contextmanager
+def lifted(trace, objects):
+    """Context (used by ``nn.compile``) in which ``objects`` may be rebound by ``trace``."""
+    token = _LIFTED.set(_Lifted(trace, objects))
+    try:
+        yield
+    finally:
+        _LIFTED.reset(token)
+
+
+def mutation_allowed(obj, values=()) -> bool:
+    """Whether module or optimizer ``obj`` may be rebound in place to ``values`` now.
+
+    True outside transformations with concrete values (PyTorch behaviour), and inside an
+    ``nn.compile`` that lifted ``obj``'s state when the current trace is that compile's own and
+    the values are its tracers or concrete (a tracer of a nested grad / vmap would leak).
+    """
+    trace = current_trace()
+    lift = _LIFTED.get()
+    if lift is not None and trace is lift.trace and id(obj) in lift.ids:
+        return not any(isinstance(v, Tracer) and v._trace is not trace for v in values)
+    return isinstance(trace, EvalTrace) and not any(isinstance(v, Tracer) for v in values)
+
+
 def _check_mutable(module, what, value=None):
+    if mutation_allowed(module, () if value is None else (value,)):
+        return
     if isinstance(value, Tracer):
         raise ModuleMutationError(
             f"{type(module).__name__}: cannot {what} to a traced value ({value.aval.str_short()}). "
             "Modules are pytrees: inside grad / vmap / compile build a new module with "
-            "nn.replace(module, {name: value}) or starling.tree.map and return it.")
-    if not isinstance(current_trace(), EvalTrace):
-        raise ModuleMutationError(
-            f"{type(module).__name__}: cannot {what} inside a transformed function "
-            f"({current_trace()}). Modules are immutable values there: build a new module with "
-            "nn.replace(module, {name: value}) / starling.tree.map and return it, use "
-            "nn.stateful_call or nn.value_and_grad(..., return_module=True) for running "
-            "statistics, and call train() / eval() / requires_grad_() before transforming.")
+            "nn.replace(module, {name: value}) or starling.tree.map and return it (or pass the "
+            "module to an nn.compile'd function, which writes its updates back).")
+    raise ModuleMutationError(
+        f"{type(module).__name__}: cannot {what} inside a transformed function "
+        f"({current_trace()}). Modules are immutable values there: build a new module with "
+        "nn.replace(module, {name: value}) / starling.tree.map and return it, use "
+        "nn.stateful_call or nn.value_and_grad(..., return_module=True) for running "
+        "statistics, pass modules and optimizers that a compiled step updates as arguments of "
+        "an nn.compile'd function, and call train() / eval() / requires_grad_() before "
+        "transforming.")
 
 
 def _contains_module_or_array(value):
@@ -405,8 +450,9 @@ class Module(metaclass=_ModuleMeta):
         """Records new values of buffers (e.g. running statistics) computed in ``forward``.
 
         Eagerly (outside transformations) this rebinds them in place, as PyTorch updates its
-        buffers. Under ``nn.stateful_call`` / ``nn.value_and_grad`` the values are collected and
-        returned in a new module. Inside any other transformation it raises.
+        buffers, and so does it inside an ``nn.compile`` that lifted this module (written back
+        after the call). Under ``nn.stateful_call`` / ``nn.value_and_grad`` the values are
+        collected and returned in a new module. Inside any other transformation it raises.
 
         Raises:
             ModuleMutationError: inside a transformation that does not collect updates.
@@ -415,8 +461,7 @@ class Module(metaclass=_ModuleMeta):
         if col is not None:
             col.record(self, values)
             return
-        if isinstance(current_trace(), EvalTrace) and not any(isinstance(v, Tracer)
-                                                     for v in values.values()):
+        if mutation_allowed(self, values.values()):
             for k, v in values.items():
                 object.__setattr__(self, k, v)
             return
@@ -424,7 +469,8 @@ class Module(metaclass=_ModuleMeta):
             f"{type(self).__name__}: updating buffers {sorted(values)} inside a transformed "
             f"function ({current_trace()}). Thread them explicitly: `out, model = "
             "nn.stateful_call(model, x)` or `loss, grads, model = nn.value_and_grad(loss_fn, "
-            "return_module=True)(model, ...)`; or call model.eval() before transforming.")
+            "return_module=True)(model, ...)`, pass the model to an nn.compile'd step, or call "
+            "model.eval() before transforming.")
 
     # ---- calling and printing ----------------------------------------------------------------
     def forward(self, *args, **kwargs):

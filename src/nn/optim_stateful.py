@@ -6,8 +6,10 @@ module-shaped gradient from ``starling.grad``), runs the pure update (compiled o
 signature when ``starling.compile`` exists), rebinds the model's parameters in place and
 returns the model, so both ``opt.step(grads)`` and ``model = opt.step(grads)`` read naturally.
 A plain pytree of parameters works too: ``step`` then returns the new pytree (also kept in
-``opt.params``). ``step`` is stateful: call it outside transformations (under ``compile`` use
-the pure pair, e.g. ``optim.adam(...).update``).
+``opt.params``). ``step`` is stateful: call it outside transformations, or inside an
+``nn.compile``'d training step the optimizer is passed to (its state is lifted into the
+compiled program and written back); under a plain ``compile`` use the pure pair, e.g.
+``optim.adam(...).update``.
 
 ``optim.LBFGS`` follows torch.optim.LBFGS: ``loss = opt.step(closure)`` where ``closure()``
 returns ``(loss, grads)`` evaluated at the model's current parameters.
@@ -18,9 +20,8 @@ import numpy as np
 
 from .. import numpy as snp
 from .. import tree as tree_util
-from ..core.trace import EvalTrace, current_trace
 from .lbfgs import strong_wolfe_np, two_loop_np
-from .module import Module, ModuleMutationError
+from .module import Module, ModuleMutationError, mutation_allowed
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "LBFGS"]
 
@@ -30,11 +31,12 @@ def _package():
     return sys.modules[__name__.rsplit(".", 2)[0]]
 
 
-def _check_eager(op):
-    if not isinstance(current_trace(), EvalTrace):
+def _check_eager(op, opt):
+    if not mutation_allowed(opt):
         raise ModuleMutationError(
-            f"{op}: stateful optimizers cannot step inside a transformed function; use the pure "
-            "pair (e.g. optim.adam(lr).init / .update with optim.apply_updates) there")
+            f"{op}: stateful optimizers cannot step inside a transformed function; pass the "
+            "optimizer to an nn.compile'd training step, or use the pure pair (e.g. "
+            "optim.adam(lr).init / .update with optim.apply_updates) there")
 
 
 class _Params:
@@ -110,18 +112,38 @@ class Optimizer:
     def params(self):
         return self._p.current()
 
+    @property
+    def num_compiles(self) -> int:
+        """How many parameter signatures the update has been staged and compiled for (0 when
+        ``compiled=False``; steps inside an ``nn.compile``'d function are staged there)."""
+        return getattr(self._step_fn, "num_compiles", 0)
+
     def zero_grad(self, set_to_none=True):
         """No-op (gradients are values here, not stored on parameters); for PyTorch habits."""
 
     def step(self, grads):
         """Applies one update; returns the updated model (rebound in place) or pytree."""
-        _check_eager(f"{type(self).__name__}.step")
+        _check_eager(f"{type(self).__name__}.step", self)
         grads = self._p.grads(grads)
         new, self.state = self._step_fn(grads, self.state, self._p.current())
         return self._p.set(new)
 
     def state_dict(self):
         return {"state": self.state}
+
+    # ---- the state nn.compile lifts ----------------------------------------------------------
+    def _lifted_module(self):
+        return self._p.module
+
+    def _lifted_state(self):
+        """The pytree that changes as it steps: its state (and the parameters it holds itself
+        when it tracks a pytree rather than a module)."""
+        return self.state, self._p.tree
+
+    def _set_lifted_state(self, value):
+        self.state, tree = value
+        if self._p.module is None:
+            self._p.tree = tree
 
     def load_state_dict(self, sd):
         """Restores ``state`` (same structure as ``state_dict()['state']``; loaded trees with
@@ -241,7 +263,7 @@ class LBFGS:
 
     def step(self, closure):
         """One L-BFGS step (up to ``max_iter`` iterations); returns the first loss."""
-        _check_eager("LBFGS.step")
+        _check_eager("LBFGS.step", self)
         st = self.state
         f, g = self._eval(closure)
         orig_loss = -f if self.maximize else f

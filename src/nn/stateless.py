@@ -9,8 +9,9 @@ from __future__ import annotations
 import functools
 
 from .. import tree as tree_util
-from ..core.trace import EvalTrace, Tracer, current_trace
-from .module import Module, ModuleMutationError, _is_array, _is_float_dtype, collecting
+from .module import (
+    Module, ModuleMutationError, _is_array, _is_float_dtype, collecting, mutation_allowed,
+)
 
 __all__ = ["replace", "functional_call", "stateful_call", "trainable_parameters",
            "value_and_grad", "grad"]
@@ -146,8 +147,12 @@ def value_and_grad(fn, *, has_aux=False, frozen=(), return_module=False):
         (the input ``optim`` optimizers take).
 
     Running statistics: without ``return_module``, updates made by the forward pass are written
-    back into ``module`` in place when called outside transformations (PyTorch behaviour), and
-    raise ModuleMutationError inside one (use ``return_module=True`` there).
+    back into ``module`` in place when called outside transformations (PyTorch behaviour) or
+    inside an ``nn.compile``'d function the module was passed to, and raise
+    ModuleMutationError inside any other transformation (use ``return_module=True`` there).
+
+    The returned function runs eagerly (op by op, like PyTorch); compile a training step that
+    calls it with ``nn.compile`` (see there for why that is not the default).
     """
     @functools.wraps(fn)
     def vg(module, *args, **kwargs):
@@ -172,8 +177,7 @@ def value_and_grad(fn, *, has_aux=False, frozen=(), return_module=False):
         if return_module:
             return value, grads, replace(module, updates)
         if updates:
-            if not isinstance(current_trace(), EvalTrace) or any(isinstance(v, Tracer)
-                                                        for v in updates.values()):
+            if not mutation_allowed(module, updates.values()):
                 raise ModuleMutationError(
                     "nn.value_and_grad: the forward pass updated buffers "
                     f"{sorted(updates)} inside a transformed function; use "
