@@ -8,8 +8,11 @@ train / held-out test with a seeded shuffle.
     python -m starling.examples.digits --epochs 30 --seed 1
 
 The default run trains a pure-function MLP with ``compile(value_and_grad(loss))`` and Adam
-(``starling.optim.adam``, pure init/update), shows a tqdm bar with the running loss, prints the
-test accuracy, then computes the per-example gradient norms of one batch with
+(``starling.optim.adam``, pure init/update); ``--style module`` trains the same MLP PyTorch
+style (``nn.value_and_grad`` and ``optim.Adam(model).step`` in a training step compiled by
+``nn.compile``, which writes the updated parameters and optimizer state back in place). Both
+show a tqdm bar with the running loss, print the
+test accuracy, then compute the per-example gradient norms of one batch with
 ``vmap(grad(loss))`` and takes one differentially private SGD step (per-example clipping plus
 Gaussian noise, Abadi et al., "Deep Learning with Differential Privacy", CCS 2016).
 """
@@ -111,17 +114,24 @@ def make_model(key):
 
 
 def train_module_style(data, epochs, seed, batch_size, lr, progress=True):
-    """Trains an nn.Sequential with the stateful optim.Adam; returns (model, losses)."""
+    """Trains an nn.Sequential with the stateful optim.Adam, the step compiled by
+    ``nn.compile``; returns (model, losses)."""
     x_tr, y_tr, _, _ = data
     model = make_model(sr.key(seed))
     opt = optim.Adam(model, lr=lr)
-    value_and_grad = nn.value_and_grad(lambda m, x, y: nn.functional.cross_entropy(m(x), y))
+    loss_and_grad = nn.value_and_grad(lambda m, x, y: nn.functional.cross_entropy(m(x), y))
+
+    @nn.compile  # staged once; updates model and opt in place after each call, as eagerly
+    def train_step(model, opt, x, y):
+        loss, grads = loss_and_grad(model, x, y)
+        opt.step(grads)
+        return loss
+
     rng = np.random.default_rng(seed)
     losses = []
     for epoch, bar in _epochs(epochs, len(x_tr) // batch_size, progress):
         for idx in batches(rng, len(x_tr), batch_size):
-            loss, grads = value_and_grad(model, snp.asarray(x_tr[idx]), snp.asarray(y_tr[idx]))
-            opt.step(grads)
+            loss = train_step(model, opt, snp.asarray(x_tr[idx]), snp.asarray(y_tr[idx]))
             losses.append(float(loss))
             _tick(bar, losses)
     return model, losses
