@@ -507,3 +507,16 @@ def test_lower_shows_one_program():
     np.testing.assert_array_equal(A(double({"x": snp.ones(3)})["y"]), [2.0, 2.0, 2.0])
     with pytest.raises(ValueError):
         nn.compile(train_step, backend="no-such-backend")
+
+
+def test_eager_optimizer_step_compiles_once_per_parameter_signature():
+    net = Net().eval()
+    opt, plain = optim.Adam(net, lr=0.01), optim.Adam(Net().eval(), lr=0.01, compiled=False)
+    (x, y, k), = batches(1)
+    for _ in range(3):
+        opt.step(LOSS_AND_GRAD(net, x, y, k)[1])
+    assert opt.num_compiles == 1 and plain.num_compiles == 0
+    net.load_state_dict({"fc2.bias": snp.zeros(3, dtype=snp.float64)}, strict=False,
+                        assign=True)
+    opt.step(LOSS_AND_GRAD(net, x, y, k)[1])
+    assert opt.num_compiles == 2

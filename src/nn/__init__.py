@@ -4,9 +4,9 @@ Modules are pytrees (their arrays are leaves, their configuration static), so th
 through ``grad`` / ``vmap`` / ``compile`` unchanged; see ``starling.nn.module`` for the
 mutation rules (in-place rebinding outside transformations only) and how running statistics
 are threaded. ``nn.compile`` compiles a PyTorch-style training step that updates the modules
-and optimizers it is given in place (``starling.nn.stateful_compile``). ``nn.functional`` holds the pure functions, ``nn.init`` the initialisers;
-optimizers live in ``starling.optim``; weights are saved with ``starling.save`` /
-``starling.load`` (safetensors).
+and optimizers it is given in place (``starling.nn.stateful_compile``). ``nn.functional``
+holds the pure functions, ``nn.init`` the initialisers; optimizers live in ``starling.optim``;
+weights are saved with ``starling.save`` / ``starling.load`` (safetensors).
 """
 from __future__ import annotations
 

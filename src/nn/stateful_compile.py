@@ -37,8 +37,11 @@ from .optim_stateful import LBFGS, Optimizer
 __all__ = ["compile", "jit", "StatefulCompiled"]
 
 
+_STATEFUL = (Module, Optimizer, LBFGS)
+
+
 def _is_stateful(x):
-    return isinstance(x, (Module, Optimizer, LBFGS))
+    return isinstance(x, _STATEFUL)
 
 
 class _Key:
@@ -67,15 +70,26 @@ class _Key:
             return False
 
 
+# configuration values that are never modules or arrays (the common case, checked first: the
+# scan runs on every call)
+_PLAIN = frozenset({bool, int, float, complex, str, bytes, tuple, frozenset, type(None)})
+
+
 def _module_entries(m):
     """``(leaf names, [(child name, submodule)], static items)`` of one module object."""
     names, children, static = [], [], []
     for k, v in m.__dict__.items():
-        if isinstance(v, (Array, Tracer)):
+        t = type(v)
+        if t is Array:
             names.append(k)
+        elif t in _PLAIN:
+            if k != "_sealed":
+                static.append((k, v))
         elif isinstance(v, Module):
             children.append((k, v))
-        elif k != "_sealed":
+        elif isinstance(v, (Array, Tracer)):
+            names.append(k)
+        else:
             static.append((k, v))
     return tuple(names), children, tuple(static)
 
@@ -92,7 +106,11 @@ class _Call:
         if static_argnums or static_argnames:
             args, kwargs = self._split_static(name, args, kwargs, static_argnums,
                                               static_argnames)
-        leaves, self.arg_tree = tree_util.flatten((args, kwargs), is_leaf=_is_stateful)
+        if not kwargs and all(type(a) is Array or isinstance(a, _STATEFUL) for a in args):
+            # the usual call, step(model, opt, x, y): no pytree to flatten
+            leaves, self.arg_tree = args, len(args)
+        else:
+            leaves, self.arg_tree = tree_util.flatten((args, kwargs), is_leaf=_is_stateful)
         kinds, dynamic = [], []
         for x in leaves:
             if isinstance(x, Module):
@@ -102,8 +120,9 @@ class _Call:
             elif isinstance(x, LBFGS):
                 raise TypeError(
                     f"nn.compile({name}): optim.LBFGS cannot be staged (its step runs NumPy "
-                    "arithmetic on concrete values); compile its closure instead, e.g. "
-                    "closure = lambda: nn.compile(nn.value_and_grad(loss))(model, x, y)")
+                    "arithmetic on concrete values); compile what its closure calls instead: "
+                    "vg = nn.compile(nn.value_and_grad(loss)); opt.step(lambda: vg(model, x, "
+                    "y))")
             else:
                 kinds.append(-1)
                 dynamic.append(x)
@@ -148,8 +167,10 @@ class _Call:
         self.state.extend([d[k] for k in names])
         self.slots.append((start, len(self.state), names))
         # submodules are numbered after this module's own leaves are taken (pre-order)
-        self.descs[i] = (type(m), names, tuple((k, self._module(c)) for k, c in children),
-                         static)
+        kids = []
+        for k, c in children:
+            kids.append((k, self._module(c)))
+        self.descs[i] = (type(m), names, tuple(kids), static)
         return i
 
     def _optimizer(self, o):
@@ -185,7 +206,10 @@ class _Call:
     def arguments(self, dynamic):
         it = iter(dynamic)
         leaves = [next(it) if k < 0 else self.objects[k] for k in self.kinds]
-        args, kwargs = tree_util.unflatten(self.arg_tree, leaves)
+        if type(self.arg_tree) is int:
+            args, kwargs = leaves, {}
+        else:
+            args, kwargs = tree_util.unflatten(self.arg_tree, leaves)
         if self.statics:
             args, kwargs = list(args), dict(kwargs)
             for where, v in self.statics:
@@ -412,8 +436,14 @@ def compile(fun=None, *, static_argnums=(), static_argnames=(), backend=None):  
         ModuleMutationError: the function changed the structure of a lifted module (``train()``,
             ``eval()``, ``requires_grad_()``, new attributes or submodules: do that outside), or
             mutated a module or optimizer that was not lifted.
-        TypeError: an ``optim.LBFGS`` argument (compile its closure instead); unhashable
-            static arguments; non-array leaves in the arguments or the output.
+        TypeError: an ``optim.LBFGS`` argument (compile the loss-and-gradient function its
+            closure calls instead); unhashable static arguments; non-array leaves in the
+            arguments or the output.
+        ValueError: ``static_argnums`` out of range for a call; an unknown backend.
+
+    Calls of one compiled function are serialised by a lock; while a call stages (first call
+    per signature) the lifted objects briefly hold tracers, so do not use them from another
+    thread meanwhile (an eager PyTorch-style step is not thread-safe either).
     """
     if fun is None:
         return functools.partial(compile, static_argnums=static_argnums,
