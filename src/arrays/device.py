@@ -199,6 +199,39 @@ def check_device(device, op="device_put") -> Device:
     raise TypeError(f"{op}: device must be a starling Device or 'cpu', got {device!r}")
 
 
+def places_result(fn):
+    """Decorator of array-creating functions with a ``device=`` keyword: the result is put on
+    that device (the function itself may ignore it: creation happens on the default device).
+    Tracers (staged code) are left alone: staged programs have no devices."""
+    import functools
+
+    @functools.wraps(fn)
+    def create(*args, device=None, **kwargs):
+        dev = check_device(device, fn.__name__)
+        out = fn(*args, device=device, **kwargs)
+        if device is None or dev == DEFAULT_DEVICE or not hasattr(out, "to_device") \
+                or hasattr(out, "_shards"):
+            return out
+        return out.to_device(dev)
+    return create
+
+
+def keeps_layout(fn):
+    """Decorator of ``*_like`` creation functions: without ``device=``, the result of a sharded
+    input is laid out like it (as JAX does), not gathered on one device."""
+    import functools
+
+    @functools.wraps(fn)
+    def create(x, *args, device=None, **kwargs):
+        out = fn(x, *args, device=device, **kwargs)
+        sharding = getattr(x, "_sharding", None)
+        if device is None and sharding is not None and hasattr(out, "_buf") \
+                and tuple(out.shape) == tuple(x.shape) and not sharding.partial:
+            return device_put(out, sharding)
+        return out
+    return create
+
+
 def device_put(x, device=None):
     """Places ``x`` (a pytree of arrays / array-likes) on ``device``: a Device of this process,
     "cpu", None (the default device), or a sharding (``NamedSharding``, a PartitionSpec with the

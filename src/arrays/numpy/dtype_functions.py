@@ -17,7 +17,7 @@ from ...core import dtypes
 from ...core.trace import Tracer
 from ..array import Array
 from ..convert import operand
-from ..device import DEFAULT_DEVICE, check_device
+from ..device import DEFAULT_DEVICE, check_device, places_result
 from ..device import devices as _devices
 from ..ops.convert_element_type import convert_element_type
 
@@ -39,6 +39,7 @@ def _dtype_of(op, x):
         raise TypeError(f"{op}: expected a dtype or an array, got {x!r}") from None
 
 
+@places_result
 def astype(x, dtype, /, *, copy=True, device=None):
     """``x`` cast to ``dtype`` (Array API ``astype``; NumPy C-cast semantics).
 

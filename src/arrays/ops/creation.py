@@ -19,7 +19,7 @@ from ...core import dtypes
 from ...core.trace import EVAL_TRACE, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import from_array_like, operand
-from ..device import check_device
+from ..device import check_device, keeps_layout, places_result
 from .convert_element_type import convert_element_type
 from .shape_lax import _shape_tuple, _static_ints, broadcast_in_dim, iota, pad, static_slice
 from .shape_lax import reshape as lax_reshape
@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 
+@places_result
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """Converts ``obj`` to an Array (Array API ``asarray``).
 
@@ -101,6 +102,7 @@ def _contains_traced(seq):
     return False
 
 
+@places_result
 def array(object, dtype=None, *, copy=True, ndmin=0, device=None):  # noqa: A002
     """NumPy ``array``: like ``asarray`` (``copy`` is accepted; buffers are immutable, so a copy
     is never observable), with ``ndmin`` leading size-1 dims added as needed."""
@@ -110,6 +112,7 @@ def array(object, dtype=None, *, copy=True, ndmin=0, device=None):  # noqa: A002
     return x
 
 
+@places_result
 def from_dlpack(x, /, *, device=None, copy=None):
     """An Array from a DLPack producer (Array API ``from_dlpack``); the data are copied into a
     Starling buffer (an Array is returned as is).
@@ -189,6 +192,7 @@ def _constant_array(op, shape, dtype, device, value):
     return _filled(op, _shape(op, shape), _dtype(dtype), value)
 
 
+@places_result
 def zeros(shape, dtype=None, *, device=None):
     """Array of zeros of shape ``shape`` (int or tuple) and ``dtype`` (default float32).
 
@@ -198,11 +202,13 @@ def zeros(shape, dtype=None, *, device=None):
     return _constant_array("zeros", shape, dtype, device, 0)
 
 
+@places_result
 def ones(shape, dtype=None, *, device=None):
     """Array of ones of shape ``shape`` and ``dtype`` (default float32)."""
     return _constant_array("ones", shape, dtype, device, 1)
 
 
+@places_result
 def empty(shape, dtype=None, *, device=None):
     """Same as ``zeros``: Starling has no uninitialised memory (documented choice)."""
     return _constant_array("empty", shape, dtype, device, 0)
@@ -238,6 +244,7 @@ def _broadcast_fill(op, fill, shape):
     return broadcast_to(fill, shape)
 
 
+@places_result
 def full(shape, fill_value, dtype=None, *, device=None):
     """Array of shape ``shape`` filled with ``fill_value``.
 
@@ -293,22 +300,30 @@ def _filled_like(op, x, value, dtype, shape, device):
     return _filled(op, xs, dt, value, weak)
 
 
+@keeps_layout
+@places_result
 def zeros_like(x, /, dtype=None, *, shape=None, device=None):
     """Zeros with the shape and dtype of ``x`` (overridden by ``shape`` / ``dtype``); keeps the
     weak type of ``x`` when ``dtype`` is None."""
     return _filled_like("zeros_like", x, 0, dtype, shape, device)
 
 
+@keeps_layout
+@places_result
 def ones_like(x, /, dtype=None, *, shape=None, device=None):
     """Ones with the shape and dtype of ``x`` (overridden by ``shape`` / ``dtype``)."""
     return _filled_like("ones_like", x, 1, dtype, shape, device)
 
 
+@keeps_layout
+@places_result
 def empty_like(x, /, dtype=None, *, shape=None, device=None):
     """Same as ``zeros_like`` (no uninitialised memory)."""
     return _filled_like("empty_like", x, 0, dtype, shape, device)
 
 
+@keeps_layout
+@places_result
 def full_like(x, /, fill_value, dtype=None, *, shape=None, device=None):
     """``fill_value`` (cast to the dtype of ``x`` or ``dtype``) in the shape of ``x`` (or
     ``shape``); keeps the weak type of ``x`` when ``dtype`` is None.
@@ -337,6 +352,7 @@ def _count(op, name, v):
     return v
 
 
+@places_result
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     """``(N, M)`` array with ones on diagonal ``k`` (0 main, > 0 above, < 0 below), zeros
     elsewhere; ``M`` defaults to ``N``, ``dtype`` to float32.
@@ -367,11 +383,13 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     return lax_reshape(flat, (N, M))
 
 
+@places_result
 def identity(n, dtype=None, *, device=None):
     """The ``(n, n)`` identity matrix (default float32)."""
     return eye(n, dtype=dtype, device=device)
 
 
+@places_result
 def tri(N, M=None, k=0, dtype=None, *, device=None):
     """``(N, M)`` array with ones at and below diagonal ``k`` (``j <= i + k``), zeros above;
     default dtype float32.

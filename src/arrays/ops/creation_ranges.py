@@ -15,7 +15,7 @@ from ...core.avals import is_symbolic
 from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import operand
-from ..device import check_device
+from ..device import check_device, places_result
 from .convert_element_type import convert_element_type
 from .shape_lax import _iota_impl, _static_ints, iota
 
@@ -45,6 +45,7 @@ def _number(op, name, v):
     raise TypeError(f"{op}: {name} must be a real number, got {type(v).__name__}")
 
 
+@places_result
 def arange(start, /, stop=None, step=None, dtype=None, *, device=None):
     """Evenly spaced values ``start, start + step, ...`` below ``stop`` (NumPy ``arange``).
 
@@ -189,6 +190,7 @@ def _traced_dtype(dt, bounds):
     return dtypes.float32
 
 
+@places_result
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
     """``num`` evenly spaced samples from ``start`` to ``stop`` (NumPy / Array API ``linspace``).
@@ -267,6 +269,7 @@ def _linspace_traced(start, stop, n, endpoint, dt, axis):
     return convert_element_type(y, dt, False), step
 
 
+@places_result
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0, *, device=None):
     """``base ** linspace(start, stop, num, endpoint)`` (NumPy ``logspace``); default dtype as
     ``linspace``. Integer dtypes truncate (NumPy). Traced bounds / base are allowed."""
@@ -288,6 +291,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0, 
     return wrap(np.asarray(y).astype(dt), False)
 
 
+@places_result
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0, *, device=None):
     """Geometric progression from ``start`` to ``stop`` (NumPy ``geomspace``); concrete bounds
     only.

@@ -19,7 +19,7 @@ import numpy as np
 from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import operand
-from ..device import check_device
+from ..device import check_device, places_result
 from .elementwise_family import broadcast_shapes as _broadcast_shapes
 from .shape_lax import (  # noqa: F401  (module-level helpers for other families)
     AxisError, _shape_tuple, _static_ints, broadcast_buf, broadcast_in_dim, iota, normalize_axes,
@@ -684,6 +684,7 @@ def _repeat_uneven(x, repeats, axis):
 
 # ---- copy ---------------------------------------------------------------------------------------
 
+@places_result
 def copy(x, /, *, device=None):
     """A copy of ``x`` (NumPy ``copy``). Arrays are immutable, so this only matters for identity:
     eagerly it returns a new Array owning a fresh contiguous buffer; under a transformation it
