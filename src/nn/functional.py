@@ -38,19 +38,30 @@ __all__ = [
 # (clip with static bounds), leaky_relu has the negative slope at 0.
 
 def relu(x):
-    """``max(x, 0)`` elementwise; derivative 0 at 0, NaN propagates. Shape and dtype kept."""
-    return snp.clip(x, 0.0, None)
+    """``max(x, 0)`` elementwise; derivative 0 at 0, NaN propagates. Shape and dtype kept
+    (integers stay integers)."""
+    return snp.clip(x, 0, None)
 
 
 def relu6(x):
-    """``min(max(x, 0), 6)``."""
-    return snp.clip(x, 0.0, 6.0)
+    """``min(max(x, 0), 6)``; shape and dtype kept."""
+    return snp.clip(x, 0, 6)
 
 
 def hardtanh(x, min_val=-1.0, max_val=1.0):
-    """``clip(x, min_val, max_val)``; derivative 1 strictly inside, 0 elsewhere (PyTorch)."""
+    """``clip(x, min_val, max_val)``; derivative 1 strictly inside, 0 elsewhere (PyTorch).
+    Shape and dtype kept: for integer ``x`` the bounds must be whole numbers.
+
+    Raises:
+        ValueError: ``min_val > max_val``, or fractional bounds for integer ``x``.
+    """
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not exceed max_val ({max_val})")
+    if snp.isdtype(snp.asarray(x).dtype, "integral"):
+        if min_val != int(min_val) or max_val != int(max_val):
+            raise ValueError(f"hardtanh: integer input needs whole-number bounds, got "
+                             f"{min_val}, {max_val}")
+        min_val, max_val = int(min_val), int(max_val)
     return snp.clip(x, min_val, max_val)
 
 
@@ -170,8 +181,17 @@ def softmax(x, dim=-1):
 
 
 def log_softmax(x, dim=-1):
-    """``x - logsumexp(x, dim)``."""
-    return x - snp.logsumexp(x, axis=dim, keepdims=True)
+    """``x - logsumexp(x, dim)``, computed as ``(x - m) - log(sum(exp(x - m)))`` with ``m`` the
+    max of the slice: subtracting a large logsumexp from a large ``x`` would lose the small
+    difference (``[1e30, 1e30, -1e30, 0]`` gives ``log(1/2)`` for the first two, float32
+    logits near 1000 keep their last bits). A slice with a ``+inf`` or only ``-inf`` gives NaN,
+    as in PyTorch and JAX."""
+    x = snp.asarray(x)
+    if not snp.isdtype(x.dtype, ("real floating", "complex floating")):
+        x = snp.astype(x, snp.float32)
+    m = snp.max(x, axis=dim, keepdims=True)
+    shifted = x - _stop(snp.where(snp.isfinite(m), m, 0))
+    return shifted - snp.logsumexp(shifted, axis=dim, keepdims=True)
 
 
 def softmin(x, dim=-1):
@@ -372,3 +392,29 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         w = dropout(w, dropout_p, True, key=dropout_key)
     return snp.matmul(w, value)
+
+
+# ---- NumPy inputs --------------------------------------------------------------------------------
+# NumPy arrays passed to these functions become Starling arrays first, so NumPy's own promotion
+# (int32 / 6.0 -> float64) never leaks in: results follow Starling's rules, eagerly and compiled
+# alike. Python scalars are left to the functions (they are weak).
+
+def _starling_inputs(fn):
+    import functools
+
+    import numpy as _np
+
+    from ..arrays.convert import operand
+
+    def conv(v):
+        return operand(v, fn.__name__) if isinstance(v, (_np.ndarray, _np.generic)) else v
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        return fn(*[conv(a) for a in args], **{k: conv(v) for k, v in kwargs.items()})
+    return wrapped
+
+
+for _name in __all__:
+    globals()[_name] = _starling_inputs(globals()[_name])
+del _name

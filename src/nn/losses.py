@@ -113,7 +113,8 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     input, target = snp.asarray(input), snp.asarray(target)
     if input.ndim == 0:
         raise ValueError("cross_entropy: input must have a class dim, got a 0-d array")
-    logp = _class_last(input) - snp.logsumexp(_class_last(input), axis=-1, keepdims=True)
+    from .functional import log_softmax
+    logp = log_softmax(_class_last(input), -1)
     n_classes = logp.shape[-1]
     w_c = None if weight is None else snp.asarray(weight).astype(logp.dtype)
     if snp.isdtype(target.dtype, ("real floating", "complex floating")):

@@ -6,6 +6,7 @@ symbolic ``Zero``; rules receive them and may return ``Zero``.
 """
 from __future__ import annotations
 
+from ..core import dtypes
 from ..core.ad_util import Zero, tangent_aval
 from ..core.primitive import MissingRuleError
 from ..core.trace import Trace, Tracer, set_current_trace
@@ -38,7 +39,13 @@ class JVPTrace(Trace):
 
     def lift(self, x):
         if isinstance(x, JVPTracer) and x._trace is self:
-            return x.primal, x.tangent
+            t = x.tangent
+            if type(t) is not Zero and t.aval.dtype == dtypes.float0:
+                # an instantiated tangent of an integer / bool value carries no information;
+                # as a symbolic Zero it lets all-zero calls skip the rule (nested jvps of
+                # control-flow bodies instantiate them)
+                t = Zero(t.aval)
+            return x.primal, t
         if isinstance(x, Tracer):
             x._trace.check_valid(x)
         return x, Zero(tangent_aval(x.aval))

@@ -28,7 +28,7 @@ from ..ops.linalg_basic import (  # noqa: F401
     EighResult, LinAlgError, QRResult, SlogdetResult, SVDResult, as_inexact, check_matrix,
     cholesky, det, inv, slogdet, solve,
 )
-from ..ops.linalg_decomp import eigh, eigvalsh, qr, svd, svdvals  # noqa: F401
+from ..ops.linalg_decomp import eigh, eigvalsh, pinv_p, qr, svd, svdvals  # noqa: F401
 from ..ops.linear import _bind, _diagonal, cross, matmul, snp, tensordot, vecdot
 from ..ops.linear import outer as _flat_outer
 
@@ -264,6 +264,10 @@ def pinv(x, /, rcond=None, hermitian=False, *, rtol=None):
     ``gesdd``; ``eigh`` when ``hermitian``): singular values ``<= rtol * max(S)`` are treated as
     zero.
 
+    Derivatives are those of the pseudo-inverse itself (Golub & Pereyra 1973), valid wherever
+    the rank is locally constant, not those of the singular vectors, so they stay finite where
+    singular values repeat (``jvp(pinv, (eye(3),), (T,))`` is ``-T``, as for ``inv``).
+
     Args:
         rtol: relative cutoff (a float or an array broadcasting against ``(*batch)``); default
             ``max(m, n) * eps`` of the dtype (Array API; NumPy's legacy default is 1e-15).
@@ -279,19 +283,9 @@ def pinv(x, /, rcond=None, hermitian=False, *, rtol=None):
     m, n = x.shape[-2:]
     if m == 0 or n == 0:
         return wrap(np.zeros(tuple(x.shape[:-2]) + (n, m), x.dtype), False)
-    if hermitian:
-        w, v = eigh(x)
-        s = _real_abs(w)
-        keep = s > _cutoff(s, rtol, x)
-        winv = snp.where(keep, 1.0 / snp.where(keep, w, 1.0), 0.0)
-        return matmul(v * shape_lax.reshape(winv, tuple(winv.shape[:-1]) + (1, n)),
-                      _conj(_mT(v)))
-    u, s, vh = svd(x, full_matrices=False)
-    keep = s > _cutoff(s, rtol, x)
-    sinv = snp.where(keep, 1.0 / snp.where(keep, s, 1.0), 0.0)
-    k = s.shape[-1]
-    sinv = shape_lax.reshape(sinv, tuple(sinv.shape[:-1]) + (1, k))
-    return matmul(_conj(_mT(vh)) * sinv, _conj(_mT(u)))
+    if rtol is None:
+        rtol = max(m, n) * float(np.finfo(dtypes.real_dtype(x.dtype)).eps)
+    return pinv_p.bind(x, snp.asarray(rtol, dtype=np.float64), hermitian=bool(hermitian))
 
 
 def matrix_rank(x, /, *, rtol=None, tol=None, hermitian=False):

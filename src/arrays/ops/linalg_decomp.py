@@ -363,3 +363,48 @@ def _eigh_jvp(primals, tangents, *, lower, compute_v):
 eigh_p.jvp = _eigh_jvp
 batch_to_front(eigh_p)
 eigh_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own
+
+
+# ---- pinv ------------------------------------------------------------------------------------
+# The pseudo-inverse is differentiated as itself (Golub & Pereyra, "The differentiation of
+# pseudo-inverses and nonlinear least squares problems", SIAM J. Numer. Anal. 10, 1973, eq. 4.12):
+#   dP = -P dA P + P P^H dA^H (I - A P) + (I - P A) dA^H P^H P,
+# valid wherever the rank is locally constant. Going through U, S, V instead would divide by
+# differences of singular values: NaN at repeated ones (pinv(eye) has them all equal). With
+# hermitian=True the tangent is replaced by its Hermitian part (the input is taken as Hermitian).
+
+pinv_p = Primitive("pinv", family="linalg")
+
+
+def _pinv_impl(x, rtol, *, hermitian):
+    x = np.asarray(x)
+    return np.linalg.pinv(x, rtol=np.asarray(rtol, dtype=np.float64), hermitian=hermitian)
+
+
+def _pinv_abstract(x, rtol, *, hermitian):
+    check_matrix("pinv", x.shape)
+    _check_inexact("pinv", x)
+    return ShapedArray(tuple(x.shape[:-2]) + (x.shape[-1], x.shape[-2]), x.dtype)
+
+
+def _pinv_jvp(primals, tangents, *, hermitian):
+    (x, rtol), (dx, _) = primals, tangents
+    p = pinv_p.bind(x, rtol, hermitian=hermitian)
+    if type(dx) is Zero:
+        return p, Zero(p.aval)
+    snp = _snp()
+    if hermitian:   # the input is taken as Hermitian: so is its tangent (JAX / PyTorch's choice)
+        dx = hermitian_part(dx)
+    ph, dxh = mH(p), mH(dx)
+    eye_m = snp.eye(x.shape[-2], dtype=x.dtype)
+    eye_n = snp.eye(x.shape[-1], dtype=x.dtype)
+    dp = -mm(mm(p, dx), p) + mm(mm(mm(p, ph), dxh), eye_m - mm(x, p)) \
+        + mm(mm(mm(eye_n - mm(p, x), dxh), ph), p)
+    return p, dp
+
+
+pinv_p.impl = _low_precision(_pinv_impl)
+pinv_p.abstract_eval = _pinv_abstract
+pinv_p.jvp = _pinv_jvp
+batch_to_front(pinv_p)
+pinv_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own

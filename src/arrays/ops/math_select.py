@@ -393,6 +393,8 @@ def _where_jvp(primals, tangents):
     c, x, y = primals
     _, tx, ty = tangents
     ans = where_p.bind(c, x, y)
+    if type(tx) is Zero and type(ty) is Zero:
+        return ans, Zero(tangent_aval(ans.aval))
     tx = 0 if type(tx) is Zero else tx
     ty = 0 if type(ty) is Zero else ty
     return ans, where(c, tx, ty)

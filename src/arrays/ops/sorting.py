@@ -121,6 +121,34 @@ top_k_p.weak_type = lambda w, *, k: [w, False]
 #   point into the whole is the sum of the insertion points into the chunks (the number of
 #   entries before the value).
 
+def _tie_averaged(s, g, axis):
+    """The sorted tangents ``g`` with each run of equal sorted values ``s`` (along ``axis``)
+    sharing the mean of its tangents: the minimum-norm subgradient at ties, as ``max`` over k
+    ties gives 1/k each. Where no value repeats ``g`` is returned exactly. Linear in ``g``
+    (a scatter-add and a gather), so it transposes and differentiates again."""
+    snp = _ns()
+    n = s.shape[axis]
+    if n < 2:
+        return g
+    s_ = snp.moveaxis(s, axis, -1)
+    g_ = snp.moveaxis(g, axis, -1)
+    lead = tuple(s_.shape[:-1])
+    rows = int(np.prod(lead, dtype=np.int64))
+    s2 = snp.reshape(s_, (rows, n))
+    g2 = snp.reshape(g_, (rows, n))
+    new = snp.concatenate([snp.ones((rows, 1), dtype=dtypes.bool_),
+                           snp.not_equal(s2[:, 1:], s2[:, :-1])], axis=1)
+    gid = snp.cumsum(new.astype(_I64), axis=1) - 1
+    flat = (snp.arange(rows, dtype=_I64)[:, None] * n + gid).reshape((-1,))
+    sums = snp.zeros((rows * n,), dtype=g.dtype).at[flat].add(snp.reshape(g2, (-1,)))
+    counts = snp.zeros((rows * n,), dtype=g.dtype).at[flat].add(
+        snp.ones((rows * n,), dtype=g.dtype))
+    mean = snp.take(sums, flat) / snp.take(counts, flat)
+    tied = snp.take(counts, flat) > 1
+    out = snp.where(tied, mean, snp.reshape(g2, (-1,)))
+    return snp.moveaxis(snp.reshape(out, lead + (n,)), -1, axis)
+
+
 def _sort_jvp(primals, tangents, *, axis, descending):
     x, = primals
     t, = tangents
@@ -128,7 +156,8 @@ def _sort_jvp(primals, tangents, *, axis, descending):
     if type(t) is Zero or not dtypes.is_inexact(x.dtype):
         return ans, Zero(tangent_aval(ans.aval))
     order = argsort_p.bind(x, axis=axis, descending=descending)
-    return ans, _ns().take_along_axis(t, order, axis=axis)
+    g = _ns().take_along_axis(t, order, axis=axis)
+    return ans, _tie_averaged(ans, g, axis)
 
 
 def _top_k_jvp(primals, tangents, *, k):
@@ -138,7 +167,11 @@ def _top_k_jvp(primals, tangents, *, k):
     zero_i = Zero(tangent_aval(indices.aval))
     if type(t) is Zero or not dtypes.is_inexact(x.dtype):
         return [values, indices], [Zero(tangent_aval(values.aval)), zero_i]
-    return [values, indices], [_ns().take_along_axis(t, indices, axis=-1), zero_i]
+    # ties may straddle the k-th place: average over the whole descending order, keep k
+    full = sort_p.bind(x, axis=x.ndim - 1, descending=True)
+    order = argsort_p.bind(x, axis=x.ndim - 1, descending=True)
+    g = _tie_averaged(full, _ns().take_along_axis(t, order, axis=-1), x.ndim - 1)
+    return [values, indices], [g[..., :k], zero_i]
 
 
 def _axis_batch(prim):

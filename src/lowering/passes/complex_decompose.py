@@ -260,7 +260,10 @@ class _Decomposer:
             self.rename.get(v, v) not in self.packed
 
     def _view(self, name, x, params, out):
-        if isinstance(x, Literal):
+        # A part that is a scalar stand-in for a uniform value (the zero imaginary part of a
+        # real -> complex cast, a Literal or a 0-d result of ops on it): every view of it is
+        # that scalar broadcast to the view's shape.
+        if isinstance(x, Literal) or (not x.aval.shape and out.aval.shape):
             return self.b.op("broadcast_in_dim", x, shape=tuple(out.aval.shape),
                              broadcast_dimensions=())
         return self.b.op(name, x, **params)
