@@ -181,17 +181,31 @@ def softmax(x, dim=-1):
 
 
 def log_softmax(x, dim=-1):
-    """``x - logsumexp(x, dim)``, computed as ``(x - m) - log(sum(exp(x - m)))`` with ``m`` the
-    max of the slice: subtracting a large logsumexp from a large ``x`` would lose the small
-    difference (``[1e30, 1e30, -1e30, 0]`` gives ``log(1/2)`` for the first two, float32
-    logits near 1000 keep their last bits). A slice with a ``+inf`` or only ``-inf`` gives NaN,
-    as in PyTorch and JAX."""
+    """``x - logsumexp(x, dim)``, computed as ``(x - m) - log1p(r)`` with ``m = x_k`` the max of
+    the slice and ``r`` the sum of ``exp(x_j - m)`` over the other entries: subtracting a large
+    logsumexp from a large ``x`` would lose the small difference (``[1e30, 1e30, -1e30, 0]``
+    gives ``log(1/2)`` for the first two; float32 logits near 1000 keep their last bits), and
+    ``log1p`` keeps the log-probability of a confident prediction (``-1e-8`` in float32, where
+    ``log(1 + 1e-8)`` is 0). ``m`` is read with argmax, so the derivative is exact (no stop
+    gradient). A slice with ``+inf`` or only ``-inf`` gives NaN entries, as in PyTorch and JAX.
+    """
     x = snp.asarray(x)
     if not snp.isdtype(x.dtype, ("real floating", "complex floating")):
         x = snp.astype(x, snp.float32)
-    m = snp.max(x, axis=dim, keepdims=True)
-    shifted = x - _stop(snp.where(snp.isfinite(m), m, 0))
-    return shifted - snp.logsumexp(shifted, axis=dim, keepdims=True)
+    if x.ndim == 0:
+        return x - x
+    k = snp.argmax(x, axis=dim, keepdims=True)
+    m = snp.take_along_axis(x, k, axis=dim)
+    finite = snp.isfinite(m)
+    shifted = x - snp.where(finite, m, 0)
+    e = snp.exp(shifted)
+    at_k = snp.arange(x.shape[dim]).reshape(
+        (-1,) + (1,) * (x.ndim - 1 - (dim % x.ndim))) == k
+    rest = snp.sum(snp.where(at_k, 0, e), axis=dim, keepdims=True)
+    e_k = snp.sum(snp.where(at_k, e, 0), axis=dim, keepdims=True)
+    # a non-finite max: the plain formula (its NaN / -inf entries are the standard ones)
+    lse = snp.where(finite, snp.log1p(rest), snp.log(rest + e_k))
+    return shifted - lse
 
 
 def softmin(x, dim=-1):
