@@ -2,9 +2,13 @@
 
 ``available_cpus()`` is what this process may really use: the affinity mask, capped by a
 cgroup CPU quota (containers), not ``os.cpu_count()``. Device worker threads (in-process
-sharding) split them: each calls ``enter_device_thread()``, which limits the BLAS threads it
-starts to its share, so that N devices running GEMMs at once do not run N x (BLAS threads) on the
-cores (oversubscription costs far more than it gains on a shared machine).
+sharding) split them: each calls ``enter_device_thread()``, which limits BLAS to their share,
+so that N devices running GEMMs at once do not run N x (BLAS threads) on the cores
+(oversubscription costs far more than it gains on a shared machine).
+
+Caveat (measured): NumPy's bundled OpenBLAS exports ``openblas_set_num_threads_local`` but it
+sets the process-wide count, so once in-process devices run, BLAS calls anywhere in the
+process use the devices' share of the CPUs.
 """
 from __future__ import annotations
 
@@ -61,9 +65,9 @@ def _blas_local_setter():
     return fn
 
 
-def set_blas_threads_for_this_thread(n: int) -> bool:
-    """Limits the BLAS threads started from the calling thread to ``n``; False when the BLAS
-    library cannot do that per thread."""
+def set_blas_threads(n: int) -> bool:
+    """Limits BLAS to ``n`` threads (per calling thread where the library supports it; the
+    OpenBLAS bundled with NumPy applies it process-wide); False when there is no control."""
     fn = _blas_local_setter()
     if fn is None:
         return False
@@ -76,4 +80,4 @@ def enter_device_thread() -> None:
     share of the CPUs (``available_cpus() // local devices``, at least 1)."""
     from ...arrays import device as _device
     share = max(1, available_cpus() // max(1, _device.local_device_count()))
-    set_blas_threads_for_this_thread(share)
+    set_blas_threads(share)
