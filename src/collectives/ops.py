@@ -32,16 +32,22 @@ def _axis(op, axis, ndim, extra=0):
     return axis % (ndim + extra)
 
 
+def _countable(a):
+    """Booleans summed are counted (as ``sum`` and JAX's psum do), not or-ed."""
+    return a.astype(dtypes.DEFAULT_INT) if a.dtype == dtypes.bool_ else a
+
+
 def psum(x, axis_name):
     """Sum over the devices (or vmap batch) along ``axis_name`` (a name or tuple of names); every
-    member gets the total. Works on pytrees. Integer sums wrap like ``sum``.
+    member gets the total. Works on pytrees. Integer sums keep the operand's dtype and wrap;
+    booleans are counted (int64, the dtype of ``sum`` of a bool array).
 
     Raises:
         NameError: an axis name bound by no enclosing shard_map / vmap.
     """
     axes = normalize_axis_names(axis_name, "psum")
     _size("psum", axes)
-    return _map("psum", lambda a: all_reduce_p.bind(a, axes=axes, op="sum"), x)
+    return _map("psum", lambda a: all_reduce_p.bind(_countable(a), axes=axes, op="sum"), x)
 
 
 def pmax(x, axis_name):
@@ -88,7 +94,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, op="sum"):
     """The sum over ``axis_name`` of which each member keeps its chunk along
     ``scatter_dimension`` (``tiled=False``: that dim must have size n and is removed;
     ``tiled=True``: it must be divisible by n and shrinks n-fold). ``op`` may also be
-    "max" / "min" / "prod" (not differentiable).
+    "max" / "min" / "prod" (not differentiable). Booleans summed are counted, as in ``psum``.
 
     Raises:
         ValueError: a dim whose size does not fit the group size.
@@ -97,6 +103,8 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, op="sum"):
     n = _size("psum_scatter", axes)
 
     def one(a):
+        if op == "sum":
+            a = _countable(a)
         d = _axis("psum_scatter", scatter_dimension, a.ndim)
         size = a.shape[d]
         if (tiled and size % n) or (not tiled and size != n):
