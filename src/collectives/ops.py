@@ -135,9 +135,11 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
             need = f"divisible by {n}" if tiled else f"equal to {n}"
             raise ValueError(f"all_to_all: split dim {s} of the operand of shape "
                              f"{tuple(a.shape)} must be {need} (the size of axes {axes})")
+        chunk = size // n
         return all_to_all_p.bind(a, axes=axes, split_axis=s, concat_axis=c, tiled=tiled,
-                                 axis_size=n, split_size=size // n if tiled else None,
-                                 concat_size=a.shape[c] * n if tiled else None)
+                                 axis_size=n, split_size=chunk if tiled else None,
+                                 concat_size=(chunk if c == s else a.shape[c]) * n
+                                 if tiled else None)
     return _map("all_to_all", one, x)
 
 
