@@ -93,6 +93,16 @@ class Program:
         p.text(pretty_print(self))
 
 
+def subprograms(params: dict):
+    """The Programs held in an equation's ``params`` (bodies and branches of higher-order
+    primitives), in order."""
+    for v in params.values():
+        if isinstance(v, Program):
+            yield v
+        elif isinstance(v, tuple) and v and all(isinstance(p, Program) for p in v):
+            yield from v
+
+
 # ---- printer -----------------------------------------------------------------------------------
 
 class _Namer:
