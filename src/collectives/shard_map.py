@@ -342,7 +342,7 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
         const_sh = [NamedSharding(m, PartitionSpec())] * len(consts)
         in_vmas = [frozenset()] * len(consts) + [
             frozenset(a for d in s.sharded_dims().values() for a in d) for s in in_sh]
-        body, out_vmas = _vma.rewrite(body, in_vmas)
+        body, out_vmas = _vma.rewrite(body, in_vmas, m.axis_names)
         unproven = []
         o_paths = [tree_util.path_str(p) for p in tree_util.flatten_with_path(out_struct)[0]]
         for path, v, s, vm in zip(o_paths, body.outvars, out_sh, out_vmas):

@@ -23,10 +23,14 @@ from .primitives import (all_gather_p, all_reduce_p, all_to_all_p, axis_index_p,
 _NEEDS_VARYING = {all_gather_p, reduce_scatter_p, all_to_all_p, ppermute_p, all_reduce_p}
 
 
-def rewrite(prog: Program, in_vmas):
+def rewrite(prog: Program, in_vmas, mesh_axes=None):
     """(Program with pvary inserted, list of output vmas). ``in_vmas``: one frozenset of mesh
-    axis names per invar (consts must already be invars)."""
+    axis names per invar (consts must already be invars). ``mesh_axes``: the axes typed (default
+    all); collectives over other names (an enclosing vmap's axis) vary over the batch, which
+    the vmap's batch rule resolves, not over devices."""
     vma = {}
+    typed = (lambda axes: frozenset(axes)) if mesh_axes is None else \
+        (lambda axes: frozenset(axes) & frozenset(mesh_axes))
     subst = {}
     for v, m in zip(prog.invars, in_vmas):
         vma[v] = frozenset(m)
@@ -52,7 +56,7 @@ def rewrite(prog: Program, in_vmas):
     for eqn in prog.eqns:
         ins = [read(x) for x in eqn.invars]
         prim = eqn.primitive
-        axes = frozenset(eqn.params.get("axes", ())) if prim.meta.get("collective") else None
+        axes = typed(eqn.params.get("axes", ())) if prim.meta.get("collective") else None
         if prim is axis_index_p:
             out_vmas = [axes]
         elif prim is pvary_p:
