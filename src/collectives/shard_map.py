@@ -89,7 +89,7 @@ def execute(args, body, in_shardings, out_shardings, consts=(), run=None,
             return run(ctx, pieces)
         ins = [wrap(p, w) for p, w in zip(pieces, weak)]
         with set_current_trace(EVAL_TRACE):
-            outs = eval_program(body, list(consts), *ins)
+            outs = eval_program(body, list(consts) or body.consts, *ins)
         return [np.asarray(o._buf) for o in outs]
 
     per_device = run_spmd(mesh, device)
