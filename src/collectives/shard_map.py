@@ -130,7 +130,8 @@ def _bind(args, body, mesh, in_shardings, out_shardings, check_rep=False, out_un
 def _jvp(primals, tangents, *, body, mesh, in_shardings, out_shardings, check_rep,
          out_unproven):
     nonzero = [type(t) is not Zero for t in tangents]
-    jb = P.jvp_program(body, nonzero)
+    with bound_axes(mesh.shape):   # collectives' rules may ask the axes' sizes
+        jb = P.jvp_program(body, nonzero)
     t_in = [t for t in tangents if type(t) is not Zero]
     t_sh = [s for s, nz in zip(in_shardings, nonzero) if nz]
     outs = _bind(list(primals) + t_in, jb, mesh, list(in_shardings) + t_sh,
@@ -149,13 +150,14 @@ def _partial_eval(trace, args, params):
     body, mesh = params["body"], params["mesh"]
     in_sh, out_sh = params["in_shardings"], params["out_shardings"]
     unknowns = [trace.is_unknown(a) for a in args]
-    known, unknown, out_u, nres = P.partial_eval_program(body, unknowns)
-    # residuals are per-device values: each becomes a global array whose dim 0 is split over
-    # every mesh axis (0-d residuals get a dim of size 1 first)
-    n_known_out = len(known.outvars) - nres
-    res_avals = [v.aval for v in known.outvars[n_known_out:]]
-    known = _promote_residuals(known, n_known_out)
-    unknown = _demote_residuals(unknown, res_avals)
+    with bound_axes(mesh.shape):
+        known, unknown, out_u, nres = P.partial_eval_program(body, unknowns)
+        # residuals are per-device values: each becomes a global array whose dim 0 is split
+        # over every mesh axis (0-d residuals get a dim of size 1 first)
+        n_known_out = len(known.outvars) - nres
+        res_avals = [v.aval for v in known.outvars[n_known_out:]]
+        known = _promote_residuals(known, n_known_out)
+        unknown = _demote_residuals(unknown, res_avals)
     k_args = [a for a, u in zip(args, unknowns) if not u]
     k_in_sh = [s for s, u in zip(in_sh, unknowns) if not u]
     k_out_sh = [s for s, u in zip(out_sh, out_u) if not u] + [_residual_sharding(mesh)] * nres
@@ -207,7 +209,8 @@ def _transpose(cts, *args, body, mesh, in_shardings, out_shardings, check_rep, o
     known_idx = [i for i, u in enumerate(lin) if not u]
     lin_idx = [i for i, u in enumerate(lin) if u]
     view = P.permute(body, known_idx + lin_idx)
-    t_prog = P.transpose_program(view, len(known_idx))
+    with bound_axes(mesh.shape):
+        t_prog = P.transpose_program(view, len(known_idx))
     snp = R.snp()
     ct_vals = []
     for ct, v, unproven in zip(cts, body.outvars, out_unproven):
@@ -239,7 +242,8 @@ def _batch(args, dims, *, body, mesh, in_shardings, out_shardings, check_rep, ou
     size = R.batch_size(args, dims)
     moved = [a if d is None else R.move_axis(a, d, 0) for a, d in zip(args, dims)]
     in_dims = [None if d is None else 0 for d in dims]
-    bb = P.batch_program(body, in_dims, size)
+    with bound_axes(mesh.shape):
+        bb = P.batch_program(body, in_dims, size)
     in_sh = [s if d is None else _shift_spec(s, 0) for s, d in zip(in_shardings, dims)]
     out_sh = [_shift_spec(s, 0) for s in out_shardings]
     outs = _bind(moved, bb, mesh, in_sh, out_sh, check_rep, out_unproven)
