@@ -233,3 +233,77 @@ def test_custom_jvp_inside_shard_map_body():
     f.defjvp(lambda p, t: (p[0], 2 * t[0]))
     g = sm(lambda xb: lax.psum(snp.sum(f(xb)), "i"), M1, P("i"), P())
     np.testing.assert_array_equal(starling.grad(g)(np.ones(4)), np.full(4, 2.0))
+
+
+# ---- a failure inside one device's computation ---------------------------------------------------
+
+check_nonneg_p = Primitive("check_nonneg")
+
+
+def _check_nonneg(x):
+    if np.any(np.asarray(x) < 0):
+        raise FloatingPointError(f"check_nonneg: negative entries in a block of shape "
+                                 f"{np.shape(x)}")
+    return x
+
+
+check_nonneg_p.impl = _check_nonneg
+check_nonneg_p.abstract_eval = lambda x: x
+
+
+def no_hang(fn, timeout=60.0):
+    """``fn()`` in a thread; fails (instead of hanging the suite) if it does not return."""
+    box = {}
+
+    def run():
+        try:
+            box["out"] = fn()
+        except BaseException as e:   # re-raised in the caller
+            box["err"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), f"the SPMD run hung for {timeout} s"
+    if "err" in box:
+        raise box["err"]
+    return box["out"]
+
+
+@pytest.mark.parametrize("body,x", [
+    # the failing device never reaches the psum its peers wait in
+    (lambda b: lax.psum(check_nonneg_p.bind(b), "i"), [1.0, 2.0, -1.0, 3.0]),
+    # it fails after a first collective, between two
+    (lambda b: lax.psum(check_nonneg_p.bind(lax.ppermute(b, "i", RING)), "i"),
+     [1.0, 2.0, -1.0, 3.0]),
+    # devices 0 and 1 fail
+    (lambda b: lax.all_gather(check_nonneg_p.bind(b * (lax.axis_index("i") - 1.5)), "i"),
+     [1.0, 1.0, 1.0, 1.0]),
+], ids=["before", "between", "two-devices"])
+def test_failure_on_one_device_reaches_the_caller(body, x):
+    f = sm(body, M1, P("i"), P(), check_rep=False)
+    with pytest.raises(FloatingPointError, match=r"check_nonneg: negative entries in a block "
+                                                 r"of shape \(1,\)"):
+        no_hang(lambda: f(np.array(x)))
+    # the devices are free again
+    np.testing.assert_array_equal(sm(lambda b: lax.psum(b, "i"), M1, P("i"), P())(np.ones(4)),
+                                  [4.0])
+
+
+def test_devices_running_different_collectives_do_not_hang():
+    trip = sm(lambda b: lax.fori_loop(0, lax.axis_index("i"), lambda k, c: lax.psum(c, "i"), b),
+              M1, P("i"), P("i"))
+    with pytest.raises(CollectiveError, match=r"all_reduce\(op=sum\) of float64\[1\] \(collective "
+                                              r"#0 of the group .*\) can never complete: "
+                                              r"\[CpuDevice\(id=0\)\] finished without calling it"):
+        no_hang(lambda: trip(np.ones(4)))
+    other = sm(lambda b: lax.cond(lax.axis_index("i") == 2, lambda b: lax.pmax(b, "i"),
+                                  lambda b: lax.psum(b, "i"), b), M1, P("i"), P("i"))
+    with pytest.raises(CollectiveError, match=r"CpuDevice\(id=2\) called all_reduce\(op=max\) of "
+                                              r"float64\[1\] over axes \('i',\) where other devices "
+                                              r".* called all_reduce\(op=sum\)"):
+        no_hang(lambda: other(np.ones(4)))
+    kinds = sm(lambda b: lax.cond(lax.axis_index("i") == 0, lambda b: lax.all_gather(b, "i")[0],
+                                  lambda b: lax.ppermute(b, "i", RING), b), M1, P("i"), P("i"))
+    with pytest.raises(CollectiveError, match=r"called (all_gather|ppermute).* where other "
+                                              r"devices .* called (ppermute|all_gather)"):
+        no_hang(lambda: kinds(np.ones(4)))
