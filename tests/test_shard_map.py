@@ -235,6 +235,143 @@ def test_custom_jvp_inside_shard_map_body():
     np.testing.assert_array_equal(starling.grad(g)(np.ones(4)), np.full(4, 2.0))
 
 
+# ---- bad input: clear errors naming the op, the mesh axes and the shapes ----------------------
+
+def test_make_mesh_wrong_device_count():
+    with pytest.raises(ValueError, match=r"make_mesh: a mesh of shape \(3,\) needs 3 devices, "
+                                         r"but 4 are available.*STARLING_NUM_CPU_DEVICES"):
+        make_mesh((3,), ("i",))
+    with pytest.raises(ValueError, match=r"\(2, 3\) needs 6 devices"):
+        make_mesh((2, 3), ("a", "b"))
+    with pytest.raises(ValueError, match=r"1 axis sizes \(4,\) but 2 names"):
+        make_mesh((4,), ("i", "j"))
+
+
+def test_unknown_axis_names():
+    x = np.arange(8.0)
+    with pytest.raises(ValueError, match=r"shard_map\(<lambda>\): in_specs of argument \[0\] "
+                                         r"\(shape \(8,\)\).*axis 'z'.*\{'i': 4\}"):
+        sm(lambda b: b, M1, P("z"), P("i"))(x)
+    with pytest.raises(ValueError, match=r"out_specs of output <root>.*axis 'z'.*\{'i': 4\}"):
+        sm(lambda b: b, M1, P("i"), P("z"))(x)
+    with pytest.raises(NameError, match=r"psum: unbound axis name 'z'.*axes in scope here: "
+                                        r"\['i'\]"):
+        sm(lambda b: lax.psum(b, "z"), M1, P("i"), P("i"))(x)
+    with pytest.raises(NameError, match=r"all_gather: unbound axis name 'y'.*\['i'\]"):
+        sm(lambda b: lax.all_gather(b, ("i", "y")), M1, P("i"), P("i"))(x)
+    with pytest.raises(ValueError, match=r"mesh axis is used twice in PartitionSpec\('x', 'x'\)"):
+        sm(lambda b: b, M2, P("x", "x"), P("x"))(np.ones((4, 4)))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: lax.psum(x, "i"), lambda x: lax.pmean(x, "i"), lambda x: lax.all_gather(x, "i"),
+    lambda x: lax.ppermute(x, "i", [(0, 1)]), lambda x: lax.psum_scatter(x, "i"),
+    lambda x: lax.all_to_all(x, "i", 0, 0), lambda x: lax.axis_index("i"),
+    lambda x: lax.axis_size("i")])
+def test_collective_outside_shard_map_and_vmap(call):
+    with pytest.raises(NameError, match=r"unbound axis name 'i'.*shard_map.*vmap.*axes in scope "
+                                        r"here: none"):
+        call(np.arange(4.0))
+
+
+def test_out_specs_claiming_replication_disproved():
+    with pytest.raises(ValueError, match=r"out_specs PartitionSpec\(\) of output <root> \(block "
+                                         r"f64\[2\]\) claims it is the same on every device along "
+                                         r"mesh axes \['i'\].*check_rep=False"):
+        sm(lambda b: b * 2, M1, P("i"), P())(np.arange(8.0))
+    with pytest.raises(ValueError, match=r"block f64\[2,2\].*along mesh axes \['y'\]"):
+        sm(lambda b: lax.psum(b, "x"), M2, P("x", "y"), P())(np.ones((4, 4)))
+    # check_rep=False takes the claim on trust
+    out = sm(lambda b: lax.psum(b, "i") * 0 + 1, M1, P("i"), P(), check_rep=False)(np.ones(4))
+    np.testing.assert_array_equal(out, [1.0])
+
+
+def test_specs_not_a_prefix():
+    x = np.arange(8.0)
+    with pytest.raises(ValueError, match=r"in_specs .* is not a pytree prefix of the arguments: "
+                                         r".*expected: 3, got: 2.*float64\[8\]"):
+        sm(lambda a, b: a, M1, (P("i"), P(), P()), P("i"))(x, x)
+    with pytest.raises(ValueError, match=r"missing key\(s\): \['b'\].*float64\[8\]"):
+        sm(lambda d: d["a"], M1, ({"b": P("i")},), P("i"))({"a": x})
+    with pytest.raises(ValueError, match=r"out_specs .* is not a pytree prefix of the outputs: "
+                                         r".*float64\[2\]"):
+        sm(lambda a: (a, a), M1, P("i"), (P("i"), P("i"), P()))(x)
+    with pytest.raises(TypeError, match=r"in_specs of argument \[0\] \(shape \(8,\)\) must be "
+                                        r"PartitionSpecs, got 'i'"):
+        sm(lambda b: b, M1, "i", P())(x)
+
+
+def test_uneven_blocks():
+    with pytest.raises(ValueError, match=r"argument \[0\] of shape \(6,\) has dim 0 of size 6, not "
+                                         r"divisible by the 4 devices of mesh axes \('i',\)"):
+        sm(lambda a: a, M1, P("i"), P("i"))(np.arange(6.0))
+    with pytest.raises(ValueError, match=r"argument \[1\]\['w'\] of shape \(2, 3\) has dim 1 of "
+                                         r"size 3, not divisible by the 2 devices of mesh axes "
+                                         r"\('y',\)"):
+        sm(lambda a, d: a, M2, (P("x"), {"w": P(None, "y")}), P("x"))(np.ones(4),
+                                                                      {"w": np.ones((2, 3))})
+
+
+def test_redistribute_to_impossible_placements():
+    x = distribute(np.ones((4, 4)), M2, [Shard(0), Replicate()])
+    with pytest.raises(ValueError, match=r"redistribute\(f64\[4,4\]\): Shard\(dim=5\) is out of "
+                                         r"range for an array with 2 dims"):
+        redistribute(x, [Shard(5), Replicate()])
+    with pytest.raises(ValueError, match=r"redistribute\(f64\[4,4\]\): 1 placements "
+                                         r"\[Shard\(dim=0\)\] for a mesh with 2 axes "
+                                         r"\{'x': 2, 'y': 2\}"):
+        redistribute(x, [Shard(0)])
+    with pytest.raises(ValueError, match=r"distribute\(f64\[4,4\]\): 3 placements"):
+        distribute(np.ones((4, 4)), M2, [Shard(0), Replicate(), Replicate()])
+    with pytest.raises(ValueError, match=r"PartitionSpec\(None, 'x'\) has 2 entries but the "
+                                         r"array has shape \(4,\)"):
+        redistribute(distribute(np.ones(4), M2, [Shard(0), Replicate()]), P(None, "x"))
+    with pytest.raises(ValueError, match=r"Partial: reduce_op must be one of .* got 'median'"):
+        redistribute(x, [Partial("median"), Replicate()])
+
+
+@pytest.mark.parametrize("perm,match", [
+    ([(0, 1), (0, 2)], r"ppermute over axes \('i',\): rank 0 sends more than once in perm "
+                       r"\(\(0, 1\), \(0, 2\)\)"),
+    ([(0, 1), (2, 1)], r"rank 1 receives more than once"),
+    ([(0, 4)], r"ranks must be in \[0, 4\) for axes \('i',\)"),
+])
+def test_ppermute_bad_perm(perm, match):
+    with pytest.raises(ValueError, match=match):
+        sm(lambda b: lax.ppermute(b, "i", perm), M1, P("i"), P("i"))(np.arange(8.0))
+
+
+def test_scatter_and_all_to_all_non_divisible():
+    x = np.arange(12.0)
+    cases = [
+        (lambda b: lax.psum_scatter(b, "i", tiled=True),
+         r"psum_scatter: dim 0 of the operand of shape \(3,\) must be divisible by 4 \(the size "
+         r"of axes \('i',\)\)"),
+        (lambda b: lax.psum_scatter(b, "i"), r"psum_scatter: .*must be equal to 4"),
+        (lambda b: lax.all_to_all(b, "i", 0, 0, tiled=True),
+         r"all_to_all: split dim 0 of the operand of shape \(3,\) must be divisible by 4"),
+        (lambda b: lax.all_to_all(b, "i", 0, 0), r"all_to_all: .*must be equal to 4"),
+        (lambda b: lax.psum_scatter(b, "i", op="median"),
+         r"psum_scatter: op must be one of \('sum', 'max', 'min', 'prod'\), got 'median'"),
+        (lambda b: lax.all_gather(b, "i", axis=3),
+         r"all_gather: axis 3 is out of range for an operand with 1 dims"),
+    ]
+    for f, match in cases:
+        with pytest.raises(ValueError, match=match):
+            sm(f, M1, P("i"), P("i"))(x)
+
+
+def test_vmap_mixed_axes_unsupported_collectives():
+    x = np.ones((4, 8))
+    for f, name in [(lambda r: lax.psum_scatter(r, ("i", "v"), tiled=True), "psum_scatter"),
+                    (lambda r: lax.all_to_all(r, ("v", "i"), 0, 0, tiled=True), "all_to_all"),
+                    (lambda r: lax.ppermute(r, ("i", "v"), [(0, 1)]), "ppermute")]:
+        g = sm(lambda b: starling.vmap(f, axis_name="v")(b), M1, P("i"), P("i"))
+        with pytest.raises(ValueError, match=rf"{name}: under vmap\(axis_name='v'\) the axes "
+                                             r".* must be just the vmap axis"):
+            g(x)
+
+
 # ---- a failure inside one device's computation ---------------------------------------------------
 
 check_nonneg_p = Primitive("check_nonneg")

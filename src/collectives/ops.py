@@ -90,6 +90,9 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
     return _map("all_gather", one, x)
 
 
+_SCATTER_OPS = ("sum", "max", "min", "prod")
+
+
 def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, op="sum"):
     """The sum over ``axis_name`` of which each member keeps its chunk along
     ``scatter_dimension`` (``tiled=False``: that dim must have size n and is removed;
@@ -101,6 +104,8 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, op="sum"):
     """
     axes = normalize_axis_names(axis_name, "psum_scatter")
     n = _size("psum_scatter", axes)
+    if op not in _SCATTER_OPS:
+        raise ValueError(f"psum_scatter: op must be one of {_SCATTER_OPS}, got {op!r}")
 
     def one(a):
         if op == "sum":
@@ -153,11 +158,14 @@ def ppermute(x, axis_name, perm):
     axes = normalize_axis_names(axis_name, "ppermute")
     n = _size("ppermute", axes)
     perm = tuple((int(s), int(d)) for s, d in perm)
-    srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
-    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
-        raise ValueError(f"ppermute: each rank may send once and receive once, got perm {perm}")
-    if any(not 0 <= r < n for r in srcs + dsts):
+    if any(not 0 <= r < n for pair in perm for r in pair):
         raise ValueError(f"ppermute: ranks must be in [0, {n}) for axes {axes}, got perm {perm}")
+    for k, verb in ((0, "sends"), (1, "receives")):
+        ranks = [pair[k] for pair in perm]
+        twice = sorted({r for r in ranks if ranks.count(r) > 1})
+        if twice:
+            raise ValueError(f"ppermute over axes {axes}: rank {twice[0]} {verb} more than once "
+                             f"in perm {perm}; each rank may send once and receive once")
     return _map("ppermute", lambda a: ppermute_p.bind(a, axes=axes, perm=perm), x)
 
 

@@ -274,13 +274,31 @@ def _spec_for(spec, mesh, op, what):
             spec = PartitionSpec(*spec)
         else:
             raise TypeError(f"{op}: {what} must be PartitionSpecs, got {spec!r}")
-    return NamedSharding(mesh, spec)
+    try:
+        return NamedSharding(mesh, spec)
+    except ValueError as e:   # unknown / repeated mesh axes: say which argument
+        raise ValueError(f"{op}: {what}: {e}") from None
+
+
+class _Leaf:
+    """A leaf shown as dtype[shape] in error messages (never its data)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, x):
+        shape = x.shape if hasattr(x, "shape") else np.shape(x)
+        dtype = getattr(x, "dtype", None)
+        name = np.dtype(dtype).name if dtype is not None else type(x).__name__
+        self.text = f"{name}{list(shape)}"
+
+    def __repr__(self):
+        return self.text
 
 
 def _prefix(specs, tree, op, what):
     # a PartitionSpec (a tuple subclass) is a pytree leaf, so one spec applies to a subtree
     try:
-        return tree_util.broadcast_prefix(specs, tree)
+        return tree_util.broadcast_prefix(specs, tree_util.map(_Leaf, tree))
     except (ValueError, TypeError) as e:
         raise ValueError(f"{op}: {what} {specs!r} is not a pytree prefix of the "
                          f"{'arguments' if what == 'in_specs' else 'outputs'}: {e}") from None
@@ -323,7 +341,8 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
         paths, leaves, treedef = tree_util.flatten_with_path(args)
         flat_specs = _prefix(in_specs, args, op, "in_specs")
         ops = [operand(x, op) for x in leaves]
-        in_sh = [_spec_for(s, m, op, "in_specs") for s in flat_specs]
+        in_sh = [_spec_for(s, m, op, f"in_specs of argument {tree_util.path_str(p)} "
+                           f"(shape {tuple(x.shape)})") for p, x, s in zip(paths, ops, flat_specs)]
         local = []
         for path, x, s in zip(paths, ops, in_sh):
             if s.mesh != m:
@@ -342,7 +361,8 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
             body, consts = P.stage(flat_fun, local)
         ot, out_struct = out_tree[0]
         flat_out = _prefix(out_specs, out_struct, op, "out_specs")
-        out_sh = [_spec_for(s, m, op, "out_specs") for s in flat_out]
+        out_sh = [_spec_for(s, m, op, f"out_specs of output {tree_util.path_str(p)}")
+                  for p, s in zip(tree_util.flatten_with_path(out_struct)[0], flat_out)]
         const_sh = [NamedSharding(m, PartitionSpec())] * len(consts)
         in_vmas = [frozenset()] * len(consts) + [
             frozenset(a for d in s.sharded_dims().values() for a in d) for s in in_sh]
