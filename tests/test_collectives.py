@@ -499,3 +499,41 @@ def test_vmap_collectives_inside_control_flow():
                                            None, length=2)[0], in_axes=None, axis_size=3,
                         axis_name="v")(1.0)
     np.testing.assert_array_equal(got, [7.0, 7.0, 7.0])
+
+
+# ---- batch rules of collectives over other axes (vmap without the axis name) -----------------
+
+GENERIC = {
+    "psum": lambda r: lax.psum(r, "i"),
+    "pmin": lambda r: lax.pmin(r, "i"),
+    "all_gather-0": lambda r: lax.all_gather(r, "i", axis=0),
+    "all_gather-2": lambda r: lax.all_gather(r, "i", axis=2),
+    "all_gather-1-tiled": lambda r: lax.all_gather(r, "i", axis=1, tiled=True),
+    "psum_scatter-0-tiled": lambda r: lax.psum_scatter(r, "i", tiled=True),
+    "psum_scatter-1": lambda r: lax.psum_scatter(r[:, :4], "i", scatter_dimension=1),
+    "all_to_all-01-tiled": lambda r: lax.all_to_all(r, "i", 0, 1, tiled=True),
+    "all_to_all-11-tiled": lambda r: lax.all_to_all(r, "i", 1, 1, tiled=True),
+    "all_to_all-10": lambda r: lax.all_to_all(r[:, :4], "i", 1, 0),
+    "ppermute": lambda r: lax.ppermute(r, "i", [(0, 1), (1, 2), (2, 0)]),
+}
+
+
+@pytest.mark.parametrize("name", list(GENERIC))
+@pytest.mark.parametrize("in_axis,out_axis", [(1, 0), (0, -1), (-1, 1)])
+def test_vmap_of_collective_over_another_axis(name, in_axis, out_axis):
+    """vmap (no axis name) of collectives over the mesh axis, batch at any position, against
+    a Python loop over the examples inside the same shard_map."""
+    g = GENERIC[name]
+    x = values(np.float64, (4, 8, 8, 8), seed=6)
+
+    def batched(b):
+        return starling.vmap(g, in_axes=in_axis, out_axes=out_axis)(b[0])[None]
+
+    def looped(b):
+        n = b.shape[1 + in_axis % 3]
+        return snp.stack([g(snp.take(b[0], k, axis=in_axis)) for k in range(n)], out_axis)[None]
+
+    got, want = (np.asarray(starling.shard_map(h, M1, in_specs=P("i"), out_specs=P("i"))(x))
+                 for h in (batched, looped))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)

@@ -74,6 +74,14 @@ GRADS = {
                           M2, P("x", "y"), P("x", "y")), (A,)),
     "2d-psum_scatter-y": (sm(lambda a, w: lax.psum_scatter(snp.cos(a) * w[:2], "y", tiled=True),
                              M2, (P("x"), P()), P("x", "y")), (RNG.standard_normal((4, 2)), W)),
+    "2d-gathers": (sm(lambda a: lax.all_gather(a, "x", tiled=True) + lax.psum(
+        lax.all_gather(a, "y", axis=1, tiled=True).sum(), "x"), M2, P("x", "y"), P(None, "y")),
+        (A[:, :4],)),
+    # several outputs, mixed specs, one not differentiable (int)
+    "multi-out": (sm(lambda xb, w, cb: (lax.psum(snp.sum(xb * w), "i"), snp.sin(xb) * cb, cb * 2,
+                                        lax.all_gather(w * cb[0], "i"), lax.axis_index("i")[None]),
+                     M1, (P("i"), P(), P("i")), (P(), P("i"), P("i"), P(), P("i"))),
+                  (X, W, RNG.standard_normal((8, 3)))),
 }
 
 
@@ -95,6 +103,18 @@ def test_replicated_weight_gradient_sums_every_device():
     w = RNG.standard_normal((1, 6))
     np.testing.assert_allclose(starling.grad(f, argnums=1)(A, w), A.sum(0, keepdims=True),
                                rtol=1e-12)
+
+
+def test_sharded_arguments_in_other_layouts():
+    """Arguments that are already sharded arrays are redistributed to the in_specs."""
+    x = np.arange(16.0).reshape(4, 4)
+    y = sm(lambda b: b * 2, M2, P(("x", "y")), P(("x", "y")))(x)     # rows over all devices
+    f = sm(lambda b: lax.psum(b, "x"), M2, P(None, "x"), P())
+    want = 2 * x[:, :2] + 2 * x[:, 2:]
+    np.testing.assert_array_equal(f(y), want)
+    np.testing.assert_array_equal(f(2 * x), want)
+    z = distribute(2 * x, M2, [Partial("sum"), Shard(1)])    # a pending sum over "x"
+    np.testing.assert_array_equal(f(z), want)
 
 
 def test_pmax_pmin_gradient_ties_split_evenly():
