@@ -464,3 +464,24 @@ def test_devices_running_different_collectives_do_not_hang():
     with pytest.raises(CollectiveError, match=r"called (all_gather|ppermute).* where other "
                                               r"devices .* called (ppermute|all_gather)"):
         no_hang(lambda: kinds(np.ones(4)))
+
+
+def test_concurrent_calls_from_threads_do_not_deadlock():
+    """Runs started by several Python threads at once queue on every device in one order."""
+    f = sm(lambda b: lax.psum(lax.ppermute(b, "i", RING) * 2, "i"), M1, P("i"), P())
+    results, errors = {}, []
+
+    def worker(k):
+        try:
+            results[k] = [float(np.asarray(f(np.arange(4.0) + k))[0]) for _ in range(30)]
+        except Exception as e:   # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(k,), daemon=True) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "concurrent SPMD runs deadlocked"
+    assert not errors, errors
+    assert results == {k: [2.0 * (6 + 4 * k)] * 30 for k in range(4)}

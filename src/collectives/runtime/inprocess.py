@@ -304,6 +304,7 @@ class _Worker(threading.Thread):
 
 _WORKERS: dict = {}
 _WORKERS_LOCK = threading.Lock()
+_ENQUEUE_LOCK = threading.Lock()
 
 
 def _worker(device):
@@ -357,13 +358,17 @@ def run_spmd(mesh, fn, comm=None, devices=None):
         return [call(ctxs[0])]
     futs = []
     done = getattr(comm, "device_done", None)
-    for ctx in ctxs:
-        fut = Future()
-        if done is not None:
-            fut.add_done_callback(
-                lambda f, d=ctx.device: done(d) if f.exception() is None else None)
-        _worker(ctx.device).q.put((lambda c=ctx: call(c), fut))
-        futs.append(fut)
+    # Runs started by several threads at once are queued on every device in the same order
+    # (the whole run under one lock): otherwise device 0 could run A then B while device 1
+    # runs B then A, each waiting in a collective for the other.
+    with _ENQUEUE_LOCK:
+        for ctx in ctxs:
+            fut = Future()
+            if done is not None:
+                fut.add_done_callback(
+                    lambda f, d=ctx.device: done(d) if f.exception() is None else None)
+            _worker(ctx.device).q.put((lambda c=ctx: call(c), fut))
+            futs.append(fut)
     # A failing device aborts the others at once (they may be blocked in a collective with it).
     done, pending = wait(futs, return_when=FIRST_EXCEPTION)
     if pending:
