@@ -212,7 +212,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
             the end. None means "not mapped" (broadcast to every example).
         out_axes: int, None, or a pytree prefix of the outputs: where the mapped axis goes.
         axis_size: the batch size; required when no input is mapped.
-        axis_name: a name for the mapped axis (for collectives such as psum).
+        axis_name: a name for the mapped axis: collectives over it (``psum(x, axis_name)``,
+            ``all_gather``, ``axis_index``...) treat the batch as a group of members, anywhere
+            inside ``fun`` (control-flow bodies and shard_map bodies included).
     Raises:
         ValueError: mapped inputs disagree on the axis size (the message lists each argument's
             path, shape, axis and size), an axis is out of range, or no size can be inferred.

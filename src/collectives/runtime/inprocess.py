@@ -70,16 +70,28 @@ def _sig(name, x, uneven=None, **params):
 
 
 class _Rendezvous:
-    __slots__ = ("slots", "barrier", "left", "outs", "devs", "op", "seq", "error")
+    __slots__ = ("slots", "barrier", "left", "outs", "devs", "ops", "seq", "error")
 
-    def __init__(self, devs, op, seq):
+    def __init__(self, devs, seq):
         n = len(devs)
         self.slots = [None] * n
         self.outs = [None] * n
+        self.ops = [None] * n   # each member's operation signature (_sig)
         self.barrier = threading.Barrier(n)
         self.left = n
-        self.devs, self.op, self.seq = devs, op, seq
+        self.devs, self.seq = devs, seq
         self.error = None   # why the rendezvous can never complete
+
+    @property
+    def op(self):
+        return next(o for o in self.ops if o is not None)
+
+    def who_called_what(self) -> str:
+        by_op = {}
+        for d, o in zip(self.devs, self.ops):
+            if o is not None:
+                by_op.setdefault(o, []).append(d)
+        return "; ".join(f"{o} on {ds}" for o, ds in sorted(by_op.items()))
 
     def fail(self, message):
         if self.error is None:
@@ -112,12 +124,13 @@ class InProcessComm:
                 raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})")
             rv = self._rvs.get(key)
             if rv is None:
-                rv = self._rvs[key] = _Rendezvous(devs, op, seq)
+                rv = self._rvs[key] = _Rendezvous(devs, seq)
             rv.slots[rank] = payload
-            if rv.op != op:
-                rv.fail(f"{ctx.device} called {op} over axes {axes} where other devices of the "
-                        f"group {list(devs)} called {rv.op} (collective #{seq} of the group): "
-                        "every device must run the same collectives in the same order")
+            rv.ops[rank] = op
+            if any(o is not None and o != op for o in rv.ops):
+                rv.fail(f"the devices of the group {list(devs)} disagree on its collective "
+                        f"#{seq}: {rv.who_called_what()}; every device must run the same "
+                        "collectives in the same order")
             else:
                 self._check_finished(rv)
         self._wait(rv, devs, op)
