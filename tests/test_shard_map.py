@@ -198,6 +198,10 @@ def _cond_psum(xb, w):
                     lambda a: lax.pmax(snp.sum(a * w) ** 2, "i"), xb)
 
 
+def _fori_ppermute(xb, w):
+    return lax.fori_loop(0, 3, lambda i, c: lax.ppermute(c * snp.sin(xb * w), "i", RING), xb)
+
+
 @pytest.mark.parametrize("name,f,out", [
     ("scan-psum", _scan_psum, P()),
     ("cond-psum", _cond_psum, P()),
@@ -206,8 +210,7 @@ def _cond_psum(xb, w):
                                              snp.sum(w) * 0 + 1, xb)[0], "i"), P()),
     ("fori", lambda xb, w: lax.psum(lax.fori_loop(0, 3, lambda i, c: c * snp.sin(xb * w), xb),
                                     "i"), P()),
-    ("fori-ppermute", lambda xb, w: lax.fori_loop(
-        0, 3, lambda i, c: lax.ppermute(c * snp.sin(xb * w), "i", RING), xb), P("i")),
+    ("fori-ppermute", _fori_ppermute, P("i")),
     ("checkpoint", lambda xb, w: lax.psum(starling.checkpoint(
         lambda a, w: snp.sum(snp.sin(a * w)))(xb, w), "i"), P()),
 ])
@@ -241,6 +244,24 @@ def test_compile_around_shard_map():
     np.testing.assert_allclose(starling.compile(LOSS)(X, W), np.sum(np.sin(X * W)))
     np.testing.assert_allclose(starling.compile(starling.grad(LOSS, argnums=1))(X, W), _dw(X, W))
     np.testing.assert_allclose(starling.grad(starling.compile(LOSS), argnums=1)(X, W), _dw(X, W))
+
+
+@pytest.mark.parametrize("body,out", [(_scan_psum, P()), (_cond_psum, P()),
+                                      (_fori_ppermute, P("i"))],
+                         ids=["scan-psum", "cond-psum", "fori-ppermute"])
+def test_compile_of_grad_with_control_flow_in_body(body, out):
+    """Transformed bodies hold constants (a scan's linearized body): compiled per-device
+    programs evaluate them with those constants."""
+    g = sm(body, M1, (P("i"), P()), out, check_rep=out != P())
+
+    def loss(x, w):
+        return snp.sum(g(x, w) ** 2)
+
+    want = starling.grad(loss, argnums=(0, 1))(X, W)
+    for got in (starling.compile(starling.grad(loss, argnums=(0, 1)))(X, W),
+                starling.grad(starling.compile(loss), argnums=(0, 1))(X, W)):
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.xfail(strict=True, reason="staging (trace_to_program) inlines custom_jvp functions, "
