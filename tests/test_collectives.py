@@ -16,8 +16,9 @@ from tests.collectives_ref import group, mesh_info, per_device, rank, ref_blocks
 pytestmark = pytest.mark.skipif(len(starling.devices()) < 4,
                                 reason="needs 4 CPU devices (STARLING_NUM_CPU_DEVICES=4)")
 
-M1 = make_mesh((4,), ("i",))
-M2 = make_mesh((2, 2), ("x", "y"))
+DEV4 = starling.devices()[:4]
+M1 = make_mesh((4,), ("i",), devices=DEV4)
+M2 = make_mesh((2, 2), ("x", "y"), devices=DEV4)
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
 # (mesh, in_spec of a 2-d operand, collective axes): single axes of both meshes, both axes in
