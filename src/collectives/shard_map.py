@@ -361,14 +361,14 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
             body, consts = P.stage(flat_fun, local)
         ot, out_struct = out_tree[0]
         flat_out = _prefix(out_specs, out_struct, op, "out_specs")
-        out_sh = [_spec_for(s, m, op, f"out_specs of output {tree_util.path_str(p)}")
-                  for p, s in zip(tree_util.flatten_with_path(out_struct)[0], flat_out)]
+        o_paths = [tree_util.path_str(p) for p in tree_util.flatten_with_path(out_struct)[0]]
+        out_sh = [_spec_for(s, m, op, f"out_specs of output {p}")
+                  for p, s in zip(o_paths, flat_out)]
         const_sh = [NamedSharding(m, PartitionSpec())] * len(consts)
         in_vmas = [frozenset()] * len(consts) + [
             frozenset(a for d in s.sharded_dims().values() for a in d) for s in in_sh]
         body, out_vmas = _vma.rewrite(body, in_vmas, m.axis_names)
         unproven = []
-        o_paths = [tree_util.path_str(p) for p in tree_util.flatten_with_path(out_struct)[0]]
         for path, v, s, vm in zip(o_paths, body.outvars, out_sh, out_vmas):
             s.check_shape(v.aval.shape, f"{op}: out_specs of output {path}")
             named = frozenset(a for d in s.sharded_dims().values() for a in d)

@@ -18,7 +18,7 @@ invariant value meets a varying one), so a ``psum`` in a loop body transposes li
 """
 from __future__ import annotations
 
-from ..core.ir import Equation, Literal, Program, Var, subprograms
+from ..core.ir import Equation, Literal, Program, Var, subprogram_params
 from .primitives import (all_gather_p, all_reduce_p, all_to_all_p, axis_index_p, ppermute_p,
                          pvary_p, reduce_scatter_p, shard_slice_p)
 
@@ -70,8 +70,9 @@ def _rewrite(prog, in_vmas, mesh_axes):
             out_vmas = [v - axes] if prim in (all_reduce_p, all_gather_p) else [v]
         else:
             u = frozenset().union(*[vma_of(x) for x in ins]) if ins else frozenset()
-            if any(True for _ in subprograms(params)):
-                params, u = _rewrite_bodies(params, u, mesh_axes)
+            bodies = dict(subprogram_params(params))
+            if bodies:
+                params, u = _rewrite_bodies(params, bodies, u, mesh_axes)
             ins = [lift(x, u) for x in ins]
             out_vmas = [u] * len(eqn.outvars)
         eqns.append(Equation(prim, ins, list(eqn.outvars), params))
@@ -93,22 +94,16 @@ def _lift(x, have, target, eqns, vma):
     return out
 
 
-def _rewrite_bodies(params, u, mesh_axes):
-    """Types the bodies of a higher-order equation whose operands all vary over ``u``: every
-    body input varies over ``u``, and every body output is lifted to the union ``u`` of all
-    the bodies' output vmas (grown until it is a fixed point, as loop carries need), so that
-    collectives inside bodies get the same pvary insertion, hence the same transposes, as
-    outside. Returns (new params, ``u``)."""
+def _rewrite_bodies(params, bodies, u, mesh_axes):
+    """Types the ``bodies`` (param key -> Programs) of a higher-order equation whose operands
+    all vary over ``u``: every body input varies over ``u``, and every body output is lifted to
+    the union ``u`` of all the bodies' output vmas (grown until it is a fixed point, as loop
+    carries need), so that collectives inside bodies get the same pvary insertion, hence the
+    same transposes, as outside. Returns (new params, ``u``)."""
     while True:
-        typed = {}
-        grown = u
-        for k, v in params.items():
-            progs = [v] if isinstance(v, Program) else list(v) if _is_progs(v) else None
-            if progs is None:
-                continue
-            typed[k] = [_rewrite(p, [u] * len(p.invars), mesh_axes) for p in progs]
-            for _, outs in typed[k]:
-                grown = grown.union(*outs)
+        typed = {k: [_rewrite(p, [u] * len(p.invars), mesh_axes) for p in progs]
+                 for k, progs in bodies.items()}
+        grown = u.union(*[m for items in typed.values() for _, outs in items for m in outs])
         if grown == u:
             break
         u = grown
@@ -123,7 +118,3 @@ def _lift_outputs(prog, out_vmas, u):
     eqns, vma = list(prog.eqns), {}
     outs = [_lift(x, m, u, eqns, vma) for x, m in zip(prog.outvars, out_vmas)]
     return Program(prog.constvars, prog.consts, prog.invars, eqns, outs, prog.effects)
-
-
-def _is_progs(v):
-    return isinstance(v, tuple) and v and all(isinstance(p, Program) for p in v)
