@@ -1,5 +1,6 @@
 """Collectives inside shard_map (1-d and 2-d meshes) and under vmap(axis_name=), against a NumPy
-reference computed from the blocks (tests/collectives_ref.py); their errors."""
+reference computed from the blocks (tests/collectives_ref.py). Their errors and their
+derivatives are tested in test_shard_map.py."""
 import functools
 import math
 
@@ -385,7 +386,7 @@ def check_grid(g, run, lay, local, ref, dtype=np.float64, exact=False, seed=0):
 # Collectives over several axes that include the vmap axis: psum-like reductions, all_gather and
 # axis_index compose the batch with the other axes; psum_scatter, all_to_all and ppermute do not
 # (they raise a ValueError naming the axes).
-MIXED_UNSUPPORTED = ("must be just the vmap axis")
+MIXED_UNSUPPORTED = "must be just the vmap axis"
 
 
 def mixed(axes):
@@ -416,7 +417,6 @@ def test_vmap_all_gather(run, lay, axes, axis, tiled):
 
 @pytest.mark.parametrize("run,lay,axes", list(vmap_cases()))
 def test_vmap_axis_index(run, lay, axes):
-    # axis_index ignores its operand; + 0 * x keeps a batched output for the mesh layout's spec
     check_grid(lambda b: lax.axis_index(axes), run, lay, (), ref_axis_index(lay, axes),
                exact=True)
 
