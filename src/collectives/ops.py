@@ -32,16 +32,22 @@ def _axis(op, axis, ndim, extra=0):
     return axis % (ndim + extra)
 
 
+def _countable(a):
+    """Booleans summed are counted (as ``sum`` and JAX's psum do), not or-ed."""
+    return a.astype(dtypes.DEFAULT_INT) if a.dtype == dtypes.bool_ else a
+
+
 def psum(x, axis_name):
     """Sum over the devices (or vmap batch) along ``axis_name`` (a name or tuple of names); every
-    member gets the total. Works on pytrees. Integer sums wrap like ``sum``.
+    member gets the total. Works on pytrees. Integer sums keep the operand's dtype and wrap;
+    booleans are counted (int64, the dtype of ``sum`` of a bool array).
 
     Raises:
         NameError: an axis name bound by no enclosing shard_map / vmap.
     """
     axes = normalize_axis_names(axis_name, "psum")
     _size("psum", axes)
-    return _map("psum", lambda a: all_reduce_p.bind(a, axes=axes, op="sum"), x)
+    return _map("psum", lambda a: all_reduce_p.bind(_countable(a), axes=axes, op="sum"), x)
 
 
 def pmax(x, axis_name):
@@ -84,19 +90,26 @@ def all_gather(x, axis_name, *, axis=0, tiled=False):
     return _map("all_gather", one, x)
 
 
+_SCATTER_OPS = ("sum", "max", "min", "prod")
+
+
 def psum_scatter(x, axis_name, *, scatter_dimension=0, tiled=False, op="sum"):
     """The sum over ``axis_name`` of which each member keeps its chunk along
     ``scatter_dimension`` (``tiled=False``: that dim must have size n and is removed;
     ``tiled=True``: it must be divisible by n and shrinks n-fold). ``op`` may also be
-    "max" / "min" / "prod" (not differentiable).
+    "max" / "min" / "prod" (not differentiable). Booleans summed are counted, as in ``psum``.
 
     Raises:
         ValueError: a dim whose size does not fit the group size.
     """
     axes = normalize_axis_names(axis_name, "psum_scatter")
     n = _size("psum_scatter", axes)
+    if op not in _SCATTER_OPS:
+        raise ValueError(f"psum_scatter: op must be one of {_SCATTER_OPS}, got {op!r}")
 
     def one(a):
+        if op == "sum":
+            a = _countable(a)
         d = _axis("psum_scatter", scatter_dimension, a.ndim)
         size = a.shape[d]
         if (tiled and size % n) or (not tiled and size != n):
@@ -127,9 +140,11 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, tiled=False):
             need = f"divisible by {n}" if tiled else f"equal to {n}"
             raise ValueError(f"all_to_all: split dim {s} of the operand of shape "
                              f"{tuple(a.shape)} must be {need} (the size of axes {axes})")
+        chunk = size // n
         return all_to_all_p.bind(a, axes=axes, split_axis=s, concat_axis=c, tiled=tiled,
-                                 axis_size=n, split_size=size // n if tiled else None,
-                                 concat_size=a.shape[c] * n if tiled else None)
+                                 axis_size=n, split_size=chunk if tiled else None,
+                                 concat_size=(chunk if c == s else a.shape[c]) * n
+                                 if tiled else None)
     return _map("all_to_all", one, x)
 
 
@@ -143,11 +158,14 @@ def ppermute(x, axis_name, perm):
     axes = normalize_axis_names(axis_name, "ppermute")
     n = _size("ppermute", axes)
     perm = tuple((int(s), int(d)) for s, d in perm)
-    srcs, dsts = [s for s, _ in perm], [d for _, d in perm]
-    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
-        raise ValueError(f"ppermute: each rank may send once and receive once, got perm {perm}")
-    if any(not 0 <= r < n for r in srcs + dsts):
+    if any(not 0 <= r < n for pair in perm for r in pair):
         raise ValueError(f"ppermute: ranks must be in [0, {n}) for axes {axes}, got perm {perm}")
+    for k, verb in ((0, "sends"), (1, "receives")):
+        ranks = [pair[k] for pair in perm]
+        twice = sorted({r for r in ranks if ranks.count(r) > 1})
+        if twice:
+            raise ValueError(f"ppermute over axes {axes}: rank {twice[0]} {verb} more than once "
+                             f"in perm {perm}; each rank may send once and receive once")
     return _map("ppermute", lambda a: ppermute_p.bind(a, axes=axes, perm=perm), x)
 
 

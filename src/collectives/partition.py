@@ -340,7 +340,7 @@ def _localize(prog, layout, choices, in_shardings, final, device):
             xs = [laid_out(x, want) for x, want in zip(eqn.invars, ch.ins)]
             prim = eqn.primitive
             if prim is shard_map_p:
-                outs = eval_program(eqn.params["body"], [], *xs)
+                outs = eval_program(eqn.params["body"], eqn.params["body"].consts, *xs)
             elif prim is sharding_constraint_p:
                 outs = xs
             else:

@@ -441,9 +441,10 @@ all_to_all_p = _declare("all_to_all")
 
 def _a2a_shape(shape, split_axis, concat_axis, tiled, n, split_size, concat_size):
     shape = list(shape)
-    if tiled:
-        s, c = shape[split_axis], shape[concat_axis]
+    if tiled:   # split first: when split_axis == concat_axis the chunks are concatenated back
+        s = shape[split_axis]
         shape[split_axis] = s // n if split_size is None else split_size
+        c = shape[concat_axis]
         shape[concat_axis] = c * n if concat_size is None else concat_size
         return tuple(shape)
     del shape[split_axis]
@@ -474,9 +475,11 @@ def _all_to_all_transpose(ct, x, *, axes, split_axis, concat_axis, tiled, axis_s
     if type(ct) is Zero:
         return [Zero(tangent_aval(x.aval))]
     shape = x.aval.shape
+    # the inverse exchange: its chunks are this one's pieces (one dim when the axes coincide)
+    chunk = shape[concat_axis] if concat_axis != split_axis else split_size
     return [all_to_all_p.bind(ct, axes=axes, split_axis=concat_axis, concat_axis=split_axis,
                               tiled=tiled, axis_size=axis_size,
-                              split_size=shape[concat_axis] if tiled else None,
+                              split_size=chunk if tiled else None,
                               concat_size=shape[split_axis] if tiled else None)]
 
 

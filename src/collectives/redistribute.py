@@ -287,13 +287,14 @@ def redistribute(x, placements=None, *, mesh=None):
         mesh = x.mesh
     if placements is None:
         placements = (Replicate(),) * (mesh.ndim if mesh is not None else 1)
-    target = as_sharding(placements, "redistribute", ndim=x.ndim, mesh=mesh)
+    op = f"redistribute({x.aval.str_short()})"
+    target = as_sharding(placements, op, ndim=x.ndim, mesh=mesh)
     if target is None:
         raise TypeError(f"redistribute: placements must be Placements, a PartitionSpec or a "
                         f"NamedSharding, got {placements!r}")
     if not isinstance(target, NamedSharding):
         return distribute_sharding(x, target)
-    target.check_shape(x.shape, "redistribute")
+    target.check_shape(x.shape, op)
     return as_layout(x, target)
 
 

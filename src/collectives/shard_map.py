@@ -89,7 +89,7 @@ def execute(args, body, in_shardings, out_shardings, consts=(), run=None,
             return run(ctx, pieces)
         ins = [wrap(p, w) for p, w in zip(pieces, weak)]
         with set_current_trace(EVAL_TRACE):
-            outs = eval_program(body, list(consts), *ins)
+            outs = eval_program(body, list(consts) or body.consts, *ins)
         return [np.asarray(o._buf) for o in outs]
 
     per_device = run_spmd(mesh, device)
@@ -130,7 +130,8 @@ def _bind(args, body, mesh, in_shardings, out_shardings, check_rep=False, out_un
 def _jvp(primals, tangents, *, body, mesh, in_shardings, out_shardings, check_rep,
          out_unproven):
     nonzero = [type(t) is not Zero for t in tangents]
-    jb = P.jvp_program(body, nonzero)
+    with bound_axes(mesh.shape):   # collectives' rules may ask the axes' sizes
+        jb = P.jvp_program(body, nonzero)
     t_in = [t for t in tangents if type(t) is not Zero]
     t_sh = [s for s, nz in zip(in_shardings, nonzero) if nz]
     outs = _bind(list(primals) + t_in, jb, mesh, list(in_shardings) + t_sh,
@@ -149,13 +150,14 @@ def _partial_eval(trace, args, params):
     body, mesh = params["body"], params["mesh"]
     in_sh, out_sh = params["in_shardings"], params["out_shardings"]
     unknowns = [trace.is_unknown(a) for a in args]
-    known, unknown, out_u, nres = P.partial_eval_program(body, unknowns)
-    # residuals are per-device values: each becomes a global array whose dim 0 is split over
-    # every mesh axis (0-d residuals get a dim of size 1 first)
-    n_known_out = len(known.outvars) - nres
-    res_avals = [v.aval for v in known.outvars[n_known_out:]]
-    known = _promote_residuals(known, n_known_out)
-    unknown = _demote_residuals(unknown, res_avals)
+    with bound_axes(mesh.shape):
+        known, unknown, out_u, nres = P.partial_eval_program(body, unknowns)
+        # residuals are per-device values: each becomes a global array whose dim 0 is split
+        # over every mesh axis (0-d residuals get a dim of size 1 first)
+        n_known_out = len(known.outvars) - nres
+        res_avals = [v.aval for v in known.outvars[n_known_out:]]
+        known = _promote_residuals(known, n_known_out)
+        unknown = _demote_residuals(unknown, res_avals)
     k_args = [a for a, u in zip(args, unknowns) if not u]
     k_in_sh = [s for s, u in zip(in_sh, unknowns) if not u]
     k_out_sh = [s for s, u in zip(out_sh, out_u) if not u] + [_residual_sharding(mesh)] * nres
@@ -207,7 +209,8 @@ def _transpose(cts, *args, body, mesh, in_shardings, out_shardings, check_rep, o
     known_idx = [i for i, u in enumerate(lin) if not u]
     lin_idx = [i for i, u in enumerate(lin) if u]
     view = P.permute(body, known_idx + lin_idx)
-    t_prog = P.transpose_program(view, len(known_idx))
+    with bound_axes(mesh.shape):
+        t_prog = P.transpose_program(view, len(known_idx))
     snp = R.snp()
     ct_vals = []
     for ct, v, unproven in zip(cts, body.outvars, out_unproven):
@@ -239,7 +242,8 @@ def _batch(args, dims, *, body, mesh, in_shardings, out_shardings, check_rep, ou
     size = R.batch_size(args, dims)
     moved = [a if d is None else R.move_axis(a, d, 0) for a, d in zip(args, dims)]
     in_dims = [None if d is None else 0 for d in dims]
-    bb = P.batch_program(body, in_dims, size)
+    with bound_axes(mesh.shape):
+        bb = P.batch_program(body, in_dims, size)
     in_sh = [s if d is None else _shift_spec(s, 0) for s, d in zip(in_shardings, dims)]
     out_sh = [_shift_spec(s, 0) for s in out_shardings]
     outs = _bind(moved, bb, mesh, in_sh, out_sh, check_rep, out_unproven)
@@ -270,13 +274,31 @@ def _spec_for(spec, mesh, op, what):
             spec = PartitionSpec(*spec)
         else:
             raise TypeError(f"{op}: {what} must be PartitionSpecs, got {spec!r}")
-    return NamedSharding(mesh, spec)
+    try:
+        return NamedSharding(mesh, spec)
+    except ValueError as e:   # unknown / repeated mesh axes: say which argument
+        raise ValueError(f"{op}: {what}: {e}") from None
+
+
+class _Leaf:
+    """A leaf shown as dtype[shape] in error messages (never its data)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, x):
+        shape = x.shape if hasattr(x, "shape") else np.shape(x)
+        dtype = getattr(x, "dtype", None)
+        name = np.dtype(dtype).name if dtype is not None else type(x).__name__
+        self.text = f"{name}{list(shape)}"
+
+    def __repr__(self):
+        return self.text
 
 
 def _prefix(specs, tree, op, what):
     # a PartitionSpec (a tuple subclass) is a pytree leaf, so one spec applies to a subtree
     try:
-        return tree_util.broadcast_prefix(specs, tree)
+        return tree_util.broadcast_prefix(specs, tree_util.map(_Leaf, tree))
     except (ValueError, TypeError) as e:
         raise ValueError(f"{op}: {what} {specs!r} is not a pytree prefix of the "
                          f"{'arguments' if what == 'in_specs' else 'outputs'}: {e}") from None
@@ -319,7 +341,8 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
         paths, leaves, treedef = tree_util.flatten_with_path(args)
         flat_specs = _prefix(in_specs, args, op, "in_specs")
         ops = [operand(x, op) for x in leaves]
-        in_sh = [_spec_for(s, m, op, "in_specs") for s in flat_specs]
+        in_sh = [_spec_for(s, m, op, f"in_specs of argument {tree_util.path_str(p)} "
+                           f"(shape {tuple(x.shape)})") for p, x, s in zip(paths, ops, flat_specs)]
         local = []
         for path, x, s in zip(paths, ops, in_sh):
             if s.mesh != m:
@@ -338,13 +361,14 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
             body, consts = P.stage(flat_fun, local)
         ot, out_struct = out_tree[0]
         flat_out = _prefix(out_specs, out_struct, op, "out_specs")
-        out_sh = [_spec_for(s, m, op, "out_specs") for s in flat_out]
+        o_paths = [tree_util.path_str(p) for p in tree_util.flatten_with_path(out_struct)[0]]
+        out_sh = [_spec_for(s, m, op, f"out_specs of output {p}")
+                  for p, s in zip(o_paths, flat_out)]
         const_sh = [NamedSharding(m, PartitionSpec())] * len(consts)
         in_vmas = [frozenset()] * len(consts) + [
             frozenset(a for d in s.sharded_dims().values() for a in d) for s in in_sh]
-        body, out_vmas = _vma.rewrite(body, in_vmas)
+        body, out_vmas = _vma.rewrite(body, in_vmas, m.axis_names)
         unproven = []
-        o_paths = [tree_util.path_str(p) for p in tree_util.flatten_with_path(out_struct)[0]]
         for path, v, s, vm in zip(o_paths, body.outvars, out_sh, out_vmas):
             s.check_shape(v.aval.shape, f"{op}: out_specs of output {path}")
             named = frozenset(a for d in s.sharded_dims().values() for a in d)

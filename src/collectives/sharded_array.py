@@ -368,7 +368,7 @@ def distribute(x, mesh=None, placements=None):
     if placements is None:
         placements = [Replicate()] * mesh.ndim
     sharding = as_sharding(placements if not isinstance(placements, list) else tuple(placements),
-                           "distribute", ndim=x.ndim, mesh=mesh)
+                           f"distribute({x.aval.str_short()})", ndim=x.ndim, mesh=mesh)
     if sharding is None:
         raise TypeError(f"distribute: placements must be Shard/Replicate/Partial entries or a "
                         f"PartitionSpec, got {placements!r}")

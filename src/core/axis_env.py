@@ -11,6 +11,7 @@ import contextvars
 import math
 
 _ENV = contextvars.ContextVar("starling_axis_env", default=())
+_BATCHING = contextvars.ContextVar("starling_batching_axis", default=None)
 
 
 @contextlib.contextmanager
@@ -69,3 +70,34 @@ def axis_size(axis_name, op="axis_size") -> int:
                 f"shard_map (its mesh's axis names) or vmap(..., axis_name=...); axes in scope "
                 f"here: {bound or 'none'}")
     return math.prod(sizes)
+
+
+@contextlib.contextmanager
+def batching_axis(name):
+    """Marks the block as the batch rule of a vmap over the axis ``name`` (None: unnamed).
+    Rules that batch sub-programs (control flow, shard_map bodies) read it with
+    ``current_batching_axis`` so that collectives over ``name`` inside them stay bound."""
+    token = _BATCHING.set(name)
+    try:
+        yield
+    finally:
+        _BATCHING.reset(token)
+
+
+def current_batching_axis():
+    """The axis name of the vmap whose batch rule is running (None when unnamed or none)."""
+    return _BATCHING.get()
+
+
+def uses_axis_name(params: dict, name) -> bool:
+    """True when a Program among ``params`` (a higher-order primitive's bodies) holds a
+    collective over the axis ``name``, at any depth."""
+    from .ir import subprograms
+    for prog in subprograms(params):
+        for eqn in prog.eqns:
+            named = eqn.primitive.meta.get("named_axes")
+            if named is not None and name in named(eqn.params):
+                return True
+            if uses_axis_name(eqn.params, name):
+                return True
+    return False

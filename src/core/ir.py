@@ -93,6 +93,23 @@ class Program:
         p.text(pretty_print(self))
 
 
+def subprogram_params(params: dict):
+    """``(key, programs)`` for each entry of an equation's ``params`` holding Programs (a body,
+    or a tuple of branches), in order."""
+    for k, v in params.items():
+        if isinstance(v, Program):
+            yield k, [v]
+        elif isinstance(v, tuple) and v and all(isinstance(p, Program) for p in v):
+            yield k, list(v)
+
+
+def subprograms(params: dict):
+    """The Programs held in an equation's ``params`` (bodies and branches of higher-order
+    primitives), in order."""
+    for _, progs in subprogram_params(params):
+        yield from progs
+
+
 # ---- printer -----------------------------------------------------------------------------------
 
 class _Namer:

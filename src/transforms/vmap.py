@@ -12,7 +12,7 @@ import functools
 from .. import tree as tree_util
 from ..arrays.convert import operand
 from ..arrays.ops import rules as R
-from ..core.axis_env import bound_axes
+from ..core.axis_env import batching_axis, bound_axes, uses_axis_name
 from ..core.primitive import MissingRuleError
 from ..core.trace import Trace, Tracer, new_trace, set_current_trace
 
@@ -66,16 +66,28 @@ class BatchTrace(Trace):
                 return [self.wrap(o, d) for o, d in zip(out, out_dim)]
             return self.wrap(out, out_dim)
         if all(d is None for d in dims):
-            with set_current_trace(self.parent):
-                return prim.bind(*vals, **params)
+            if self.axis_name is None or not uses_axis_name(params, self.axis_name):
+                with set_current_trace(self.parent):
+                    return prim.bind(*vals, **params)
+            # a body holds a collective over this axis: its result depends on the member, so
+            # the primitive is batched even though no operand is (one operand is broadcast)
+            vals, dims = self._broadcast_one(prim, vals, dims)
         rule = prim.batch
         if rule is None:
             raise MissingRuleError(prim, "batch")
-        with set_current_trace(self.parent):
+        with set_current_trace(self.parent), batching_axis(self.axis_name):
             out, out_dim = rule(vals, dims, **params)
         if prim.multiple_results:
             return [self.wrap(o, d) for o, d in zip(out, out_dim)]
         return self.wrap(out, out_dim)
+
+    def _broadcast_one(self, prim, vals, dims):
+        if not vals:
+            raise ValueError(f"vmap: {prim.name} has no operands to batch, but its body uses a "
+                             f"collective over the vmap axis {self.axis_name!r}")
+        with set_current_trace(self.parent):
+            last = R.bdim_to_front(vals[-1], None, self.axis_size)
+        return vals[:-1] + [last], dims[:-1] + [0]
 
     def wrap(self, val, bdim):
         return val if bdim is None else BatchTracer(self, val, bdim)
@@ -200,7 +212,9 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
             the end. None means "not mapped" (broadcast to every example).
         out_axes: int, None, or a pytree prefix of the outputs: where the mapped axis goes.
         axis_size: the batch size; required when no input is mapped.
-        axis_name: a name for the mapped axis (for collectives such as psum).
+        axis_name: a name for the mapped axis: collectives over it (``psum(x, axis_name)``,
+            ``all_gather``, ``axis_index``...) treat the batch as a group of members, anywhere
+            inside ``fun`` (control-flow bodies and shard_map bodies included).
     Raises:
         ValueError: mapped inputs disagree on the axis size (the message lists each argument's
             path, shape, axis and size), an axis is out of range, or no size can be inferred.

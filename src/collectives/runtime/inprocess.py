@@ -12,7 +12,10 @@ barrier ends the operation. Results are private buffers: one device's compiled p
 its buffers in place without touching another device's.
 
 A failure in one device's computation aborts the run: the peers waiting in a collective get a
-CollectiveError, and ``run_spmd`` raises the original exception.
+CollectiveError, and ``run_spmd`` raises the original exception. Devices that run different
+sequences of collectives (a device-dependent trip count around a ``psum``, a different
+collective at the same point) cannot deadlock either: a rendezvous that a finished device never
+joined, or that two different operations meet at, fails with a CollectiveError naming both.
 """
 from __future__ import annotations
 
@@ -57,14 +60,43 @@ def _contiguous(x):
     return x if x.flags.c_contiguous else np.array(x, order="C")
 
 
-class _Rendezvous:
-    __slots__ = ("slots", "barrier", "left", "outs")
+def _sig(name, x, uneven=None, **params):
+    """What the members of a collective must agree on: the operation, its parameters, the
+    dtype and the shape (dims in ``uneven``, which may differ between members, shown as *)."""
+    skip = () if uneven is None else (uneven,) if isinstance(uneven, int) else uneven
+    shape = ",".join("*" if i in skip else str(n) for i, n in enumerate(np.shape(x)))
+    args = ", ".join(f"{k}={v}" for k, v in params.items())
+    return f"{name}({args}) of {np.dtype(x.dtype).name}[{shape}]"
 
-    def __init__(self, n):
+
+class _Rendezvous:
+    __slots__ = ("slots", "barrier", "left", "outs", "devs", "ops", "seq", "error")
+
+    def __init__(self, devs, seq):
+        n = len(devs)
         self.slots = [None] * n
         self.outs = [None] * n
+        self.ops = [None] * n   # each member's operation signature (_sig)
         self.barrier = threading.Barrier(n)
         self.left = n
+        self.devs, self.seq = devs, seq
+        self.error = None   # why the rendezvous can never complete
+
+    @property
+    def op(self):
+        return next(o for o in self.ops if o is not None)
+
+    def who_called_what(self) -> str:
+        by_op = {}
+        for d, o in zip(self.devs, self.ops):
+            if o is not None:
+                by_op.setdefault(o, []).append(d)
+        return "; ".join(f"{o} on {ds}" for o, ds in sorted(by_op.items()))
+
+    def fail(self, message):
+        if self.error is None:
+            self.error = message
+        self.barrier.abort()
 
 
 class InProcessComm:
@@ -80,25 +112,52 @@ class InProcessComm:
         self._lock = threading.Lock()
         self._rvs = {}
         self._failed = None
+        self._done = set()   # devices whose computation has returned
 
     # ---- rendezvous ----------------------------------------------------------------------------
     def _meet(self, ctx, axes, payload, op):
         devs, rank = ctx.group(axes)
-        key = (devs, ctx.next_seq(devs))
+        seq = ctx.next_seq(devs)
+        key = (devs, seq)
         with self._lock:
             if self._failed is not None:
                 raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})")
             rv = self._rvs.get(key)
             if rv is None:
-                rv = self._rvs[key] = _Rendezvous(len(devs))
-        rv.slots[rank] = payload
+                rv = self._rvs[key] = _Rendezvous(devs, seq)
+            rv.slots[rank] = payload
+            rv.ops[rank] = op
+            if any(o is not None and o != op for o in rv.ops):
+                rv.fail(f"the devices of the group {list(devs)} disagree on its collective "
+                        f"#{seq}: {rv.who_called_what()}; every device must run the same "
+                        "collectives in the same order")
+            else:
+                self._check_finished(rv)
         self._wait(rv, devs, op)
         return key, rv, rank
+
+    def _check_finished(self, rv):
+        gone = [d for d, s in zip(rv.devs, rv.slots) if s is None and d in self._done]
+        if gone:
+            rv.fail(f"{rv.op} (collective #{rv.seq} of the group {list(rv.devs)}) can never "
+                    f"complete: {gone} finished without calling it; every device must run the "
+                    "same collectives in the same order (e.g. no device-dependent trip count "
+                    "around a collective)")
+
+    def device_done(self, device):
+        """Marks ``device``'s computation as returned: rendezvous waiting for it fail."""
+        with self._lock:
+            self._done.add(device)
+            for rv in list(self._rvs.values()):
+                if device in rv.devs:
+                    self._check_finished(rv)
 
     def _wait(self, rv, devs, op):
         try:
             rv.barrier.wait(self.timeout)
         except threading.BrokenBarrierError:
+            if rv.error is not None:
+                raise CollectiveError(rv.error) from None
             if self._failed is not None:
                 raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})") from None
             missing = [d for d, s in zip(devs, rv.slots) if s is None]
@@ -128,7 +187,7 @@ class InProcessComm:
         if n == 1:
             return finish_reduce(x.copy(), op, 1, x.dtype)
         out = np.empty_like(x)
-        key, rv, rank = self._meet(ctx, axes, (x, out), "all_reduce")
+        key, rv, rank = self._meet(ctx, axes, (x, out), _sig("all_reduce", x, op=op))
         try:
             fn = reduce_ufunc(op)
             acc_dt = accumulation_dtype(x.dtype)
@@ -156,7 +215,9 @@ class InProcessComm:
         devs, _ = ctx.group(axes)
         if len(devs) == 1:
             return np.array(x) if tiled else np.expand_dims(x, axis).copy()
-        key, rv, _ = self._meet(ctx, axes, np.asarray(x), "all_gather")
+        x = np.asarray(x)
+        key, rv, _ = self._meet(ctx, axes, x, _sig("all_gather", x, axis=axis, tiled=tiled,
+                                                   uneven=axis if tiled else None))
         try:
             parts = list(rv.slots)
             return np.concatenate(parts, axis) if tiled else np.stack(parts, axis)
@@ -170,7 +231,8 @@ class InProcessComm:
         if n == 1:
             out = x if tiled else np.take(x, 0, axis=dim)
             return finish_reduce(np.array(out), op, 1, x.dtype)
-        key, rv, rank = self._meet(ctx, axes, x, "reduce_scatter")
+        key, rv, rank = self._meet(ctx, axes, x, _sig("reduce_scatter", x, op=op, dim=dim,
+                                                       tiled=tiled))
         try:
             if tiled:
                 lo, hi = chunk_bounds(x.shape[dim], n, rank)
@@ -191,7 +253,9 @@ class InProcessComm:
         x = np.asarray(x)
         if n == 1:
             return np.array(x) if tiled else np.array(x)
-        key, rv, rank = self._meet(ctx, axes, x, "all_to_all")
+        key, rv, rank = self._meet(ctx, axes, x, _sig(
+            "all_to_all", x, split_axis=split_axis, concat_axis=concat_axis, tiled=tiled,
+            uneven=(split_axis, concat_axis) if tiled else None))
         try:
             if tiled:
                 pieces = []
@@ -207,7 +271,8 @@ class InProcessComm:
     def ppermute(self, ctx, x, axes, perm):
         devs, rank = ctx.group(axes)
         x = np.asarray(x)
-        key, rv, rank = self._meet(ctx, axes, x, "ppermute") if len(devs) > 1 else \
+        key, rv, rank = self._meet(ctx, axes, x, _sig("ppermute", x, perm=perm)) \
+            if len(devs) > 1 else \
             (None, None, 0)
         try:
             src = next((s for s, d in perm if d == rank), None)
@@ -222,7 +287,8 @@ class InProcessComm:
         devs, rank = ctx.group(axes)
         if len(devs) == 1:
             return np.array(x)
-        key, rv, rank = self._meet(ctx, axes, np.asarray(x), "broadcast")
+        x = np.asarray(x)
+        key, rv, rank = self._meet(ctx, axes, x, _sig("broadcast", x, root=root))
         try:
             return np.array(rv.slots[root])
         finally:
@@ -251,6 +317,7 @@ class _Worker(threading.Thread):
 
 _WORKERS: dict = {}
 _WORKERS_LOCK = threading.Lock()
+_ENQUEUE_LOCK = threading.Lock()
 
 
 def _worker(device):
@@ -303,10 +370,18 @@ def run_spmd(mesh, fn, comm=None, devices=None):
                                "shard_map body); compute on the local blocks instead")
         return [call(ctxs[0])]
     futs = []
-    for ctx in ctxs:
-        fut = Future()
-        _worker(ctx.device).q.put((lambda c=ctx: call(c), fut))
-        futs.append(fut)
+    done = getattr(comm, "device_done", None)
+    # Runs started by several threads at once are queued on every device in the same order
+    # (the whole run under one lock): otherwise device 0 could run A then B while device 1
+    # runs B then A, each waiting in a collective for the other.
+    with _ENQUEUE_LOCK:
+        for ctx in ctxs:
+            fut = Future()
+            if done is not None:
+                fut.add_done_callback(
+                    lambda f, d=ctx.device: done(d) if f.exception() is None else None)
+            _worker(ctx.device).q.put((lambda c=ctx: call(c), fut))
+            futs.append(fut)
     # A failing device aborts the others at once (they may be blocked in a collective with it).
     done, pending = wait(futs, return_when=FIRST_EXCEPTION)
     if pending:

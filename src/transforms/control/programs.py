@@ -11,6 +11,7 @@ from ...arrays.convert import operand
 from ...arrays.ops import rules as R
 from ...core.ad_util import Zero, tangent_aval
 from ...core.avals import ShapedArray
+from ...core.axis_env import current_batching_axis
 from ...core.ir import Program, eval_program
 from ...core.trace import new_trace
 from ..jvp import jvp_flat
@@ -18,6 +19,8 @@ from ..partial_eval import PartialEvalTrace
 from ..stage import StagingTrace, trace_to_program
 from ..transpose import backward_pass
 from ..vmap import _batched_flat
+
+_RUNNING = object()   # batch_program's default axis name: the running vmap's
 
 
 def hoist_consts(prog: Program):
@@ -111,9 +114,12 @@ def transpose_program(lin: Program, num_res, linear_avals=None):
     return closed
 
 
-def batch_program(prog: Program, in_dims, axis_size, axis_name=None):
+def batch_program(prog: Program, in_dims, axis_size, axis_name=_RUNNING):
     """Program on batched inputs (batch axis ``in_dims[i]`` or None) whose outputs all carry the
-    batch at axis 0."""
+    batch at axis 0. ``axis_name`` defaults to the name of the vmap whose batch rule is running,
+    so that collectives over it inside ``prog`` reduce / gather along the batch."""
+    if axis_name is _RUNNING:
+        axis_name = current_batching_axis()
     avals = []
     for v, d in zip(prog.invars, in_dims):
         a = v.aval
