@@ -81,6 +81,7 @@ NATURAL = {
     "det": (snp.linalg.det, [(SPD, S0)], [S0]),
     "slogdet": (snp.linalg.slogdet, [(SPD, S0)], [S0, S0]),
     "inv": (snp.linalg.inv, [(SPD, S0)], [S0]),
+    "pinv": (snp.linalg.pinv, [(SPD, S0)], [S0]),
     "solve": (snp.linalg.solve, [(SPD, R), (SPD, S2)], [S2]),
     "cholesky": (snp.linalg.cholesky, [(SPD, S0)], [S0]),
     "qr": (snp.linalg.qr, [(SPD, S0)], [S0, S0]),

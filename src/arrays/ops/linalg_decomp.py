@@ -403,8 +403,22 @@ def _pinv_jvp(primals, tangents, *, hermitian):
     return p, dp
 
 
+def _pinv_batch(args, dims, *, hermitian):
+    (x, rtol), (dx, dr) = args, dims
+    snp = _snp()
+    size = x.shape[dx] if dx is not None else rtol.shape[dr]
+    x = snp.moveaxis(x, dx, 0) if dx is not None else \
+        snp.broadcast_to(x, (size,) + tuple(x.shape))
+    lead = x.ndim - 3    # x's own leading dims after the new batch dim
+    if dr is not None:
+        # rtol broadcasts against the leading dims from the right: keep the batch first
+        rtol = snp.moveaxis(rtol, dr, 0)
+        rtol = snp.reshape(rtol, (size,) + (1,) * (lead - (rtol.ndim - 1)) + rtol.shape[1:])
+    return pinv_p.bind(x, rtol, hermitian=hermitian), 0
+
+
 pinv_p.impl = _low_precision(_pinv_impl)
 pinv_p.abstract_eval = _pinv_abstract
 pinv_p.jvp = _pinv_jvp
-batch_to_front(pinv_p)
+pinv_p.batch = _pinv_batch
 pinv_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own

@@ -141,9 +141,9 @@ def _tie_averaged(s, g, axis):
     gid = snp.cumsum(new.astype(_I64), axis=1) - 1
     flat = (snp.arange(rows, dtype=_I64)[:, None] * n + gid).reshape((-1,))
     sums = snp.zeros((rows * n,), dtype=g.dtype).at[flat].add(snp.reshape(g2, (-1,)))
-    counts = snp.zeros((rows * n,), dtype=g.dtype).at[flat].add(
-        snp.ones((rows * n,), dtype=g.dtype))
-    mean = snp.take(sums, flat) / snp.take(counts, flat)
+    counts = snp.zeros((rows * n,), dtype=dtypes.real_dtype(g.dtype)).at[flat].add(
+        snp.ones((rows * n,), dtype=dtypes.real_dtype(g.dtype)))
+    mean = snp.take(sums, flat) / snp.take(counts, flat).astype(g.dtype)
     tied = snp.take(counts, flat) > 1
     out = snp.where(tied, mean, snp.reshape(g2, (-1,)))
     return snp.moveaxis(snp.reshape(out, lead + (n,)), -1, axis)
