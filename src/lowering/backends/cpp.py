@@ -315,7 +315,8 @@ def _build_executables(progs, policy, compiler):
         body = [src.replace("__ST_KERNEL__", name) for src, name in sources.items()]
         source = F.prelude() + cpp_gemm.support(body) + "\n\n".join(body) + "\n"
         libs = (f"-l:{F.mvec_soname()}", "-lm") if F.mvec_functions() else ("-lm",)
-        lib, path = cache.load(source, compiler=compiler, libs=libs)
+        lib, path = cache.load(source, compiler=compiler, libs=libs,
+                               symbols=tuple(sources.values()))
         cpp_gemm.init_library(lib)   # BLAS addresses for fused_matmul kernels
     launchers, by_sub, size_exprs = {}, {}, {}
     for sub in (s for subs in subs_of for s in subs):
