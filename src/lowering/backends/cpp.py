@@ -22,8 +22,10 @@ object whose kernels read their sizes at run time (``k.run(sizes, outs, *inputs)
 distinct ShapeEnv only the schedule is rebuilt from the bound Program (cpp_dynamic.py).
 
 Everything that does not become native code is logged once per primitive on the
-``starling.lowering`` logger. Without a C++ compiler the backend warns once and runs programs
-through numpy_ref. Set ``STARLING_CPP_STRICT=1`` to turn code-generation failures into errors
+``starling.lowering`` logger, at DEBUG level; with ``STARLING_LOG_FALLBACKS=1`` at WARNING
+(elementwise and reduction primitives, which break a fused kernel) or INFO (the others), so
+that ordinary use (a notebook) shows nothing unless asked. Without a C++ compiler the backend
+warns once and runs programs through numpy_ref. Set ``STARLING_CPP_STRICT=1`` to turn code-generation failures into errors
 (tests do) instead of a warning and a NumPy fallback.
 """
 from __future__ import annotations
@@ -48,8 +50,8 @@ from ..passes.epilogue import epilogue_fusion
 from ..passes.buffer_reuse import buffer_reuse
 from ..passes.complex_decompose import complex_decompose
 from ..passes.dce import dce
-from ..passes.fusion import (ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, VIEW, VIEW_PRIMITIVES,
-                             FusionPolicy, fusion)
+from ..passes.fusion import (ARG_REDUCE_PRIMITIVES, ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, VIEW,
+                             VIEW_PRIMITIVES, FusionPolicy, fusion)
 from ..pipeline import run_pipeline
 from . import cpp_codegen as CG
 from . import cpp_formulas as F
@@ -66,21 +68,31 @@ F.install()
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "2000"
 
-# Primitives whose NumPy implementation IS the intended native path (BLAS, views, or
-# reimplemented below): never reported as fallbacks.
+# Primitives whose NumPy implementation IS the intended native path (BLAS, views, one copy
+# loop in C that a generated kernel would repeat, or reimplemented below): never reported as
+# fallbacks.
 _NATIVE_BY_DESIGN = frozenset({"dot_general", "reshape", "squeeze", "broadcast_in_dim",
                                "transpose", "while", "switch", "scan", "stop_gradient",
-                               "real", "imag"})
+                               "real", "imag", "slice", "concatenate", "pad"})
 _REPORTED = set()
 _WARNED_NO_COMPILER = []
+
+
+def fallback_level(prim):
+    """The logging level of "cpp backend runs <prim> through NumPy": DEBUG, unless the
+    environment has STARLING_LOG_FALLBACKS set (not "0"): then WARNING for elementwise and
+    reduction primitives, INFO for the others."""
+    if os.environ.get("STARLING_LOG_FALLBACKS", "0") in ("", "0"):
+        return logging.DEBUG
+    return logging.WARNING if prim.family in ("elementwise", "reduction") else logging.INFO
 
 
 def _report_fallback(prim):
     if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN or prim.meta.get("collective"):
         return   # collectives call the runtime (moving bytes is their native path)
     _REPORTED.add(prim.name)
-    level = logging.WARNING if prim.family in ("elementwise", "reduction") else logging.INFO
-    logger.log(level, "starling.lowering: cpp backend runs %s through NumPy", prim.name)
+    logger.log(fallback_level(prim), "starling.lowering: cpp backend runs %s through NumPy",
+               prim.name)
 
 
 def _static_shape(aval):
@@ -116,6 +128,9 @@ class CppPolicy(FusionPolicy):
                 return None
             if name in ("reduce_and", "reduce_or") and dt.kind != "b":
                 return None
+            axes = tuple(eqn.params["axes"])
+            if name in ARG_REDUCE_PRIMITIVES and axes != tuple(sorted(axes)):
+                return None   # the kernel's flat index runs over the reduced axes in order
             return REDUCE
         if name == "complex_pack":
             return ELEMENTWISE if F.supported_dtype(eqn.invars[0].aval.dtype) else None

@@ -31,8 +31,10 @@ from .util import map_subprograms, with_eqns
 
 ELEMENTWISE, REDUCE, VIEW = "elementwise", "reduce", "view"
 VIEW_PRIMITIVES = frozenset({"broadcast_in_dim", "reshape", "squeeze", "transpose"})
+# argmax / argmin: reductions whose result is the (int64) position of the max / min.
+ARG_REDUCE_PRIMITIVES = frozenset({"argmax", "argmin"})
 REDUCE_PRIMITIVES = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
-                               "reduce_and", "reduce_or"})
+                               "reduce_and", "reduce_or"}) | ARG_REDUCE_PRIMITIVES
 
 
 class FusionPolicy:
