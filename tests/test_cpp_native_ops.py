@@ -275,3 +275,54 @@ def test_fallbacks_visible_with_starling_log_fallbacks(caplog, monkeypatch):
     monkeypatch.setenv("STARLING_LOG_FALLBACKS", "0")
     caplog.clear()
     assert _spacing_fallback(caplog, logging.INFO) == []
+
+
+# ---- ordinary use logs no fallback: the digits example and the notebooks' code -----------------
+
+_RUN_LOGGED = r"""
+import json, logging, os, sys
+os.environ.setdefault("MPLBACKEND", "Agg")
+logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="LOG %(levelname)s %(message)s")
+for name in ("matplotlib", "PIL", "asyncio"):
+    logging.getLogger(name).setLevel(logging.WARNING)
+if sys.argv[1] == "digits":
+    from starling.examples import digits
+    digits.main(sys.argv[2:])
+else:
+    nb = json.load(open(sys.argv[2]))
+    ns = {"__name__": "__main__"}
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), sys.argv[2], "exec"), ns)
+# the log is live: float16 spacing (defined on its bit patterns) does run through NumPy
+import numpy as np, starling as st, starling.numpy as snp
+st.compile(snp.spacing, backend="cpp")(snp.asarray(np.ones(3, np.float16)))
+print("finished")
+"""
+
+
+def _fallbacks_logged(*argv):
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, STARLING_LOG_FALLBACKS="1", OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1")
+    env.pop("STARLING_CPP_STRICT", None)   # as a user runs it
+    out = subprocess.run([sys.executable, "-c", _RUN_LOGGED, *argv], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0 and "finished" in out.stdout, out.stderr[-3000:]
+    found = [ln for ln in out.stderr.splitlines() if "through NumPy" in ln]
+    assert found[-1:] == ["LOG WARNING starling.lowering: cpp backend runs spacing through NumPy"]
+    return found[:-1]
+
+
+def test_digits_example_logs_no_fallback():
+    assert _fallbacks_logged("digits", "--epochs", "2", "--no-progress") == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["01_digits_pure_functions", "02_digits_nn_module"])
+def test_notebook_code_logs_no_fallback(name):
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parent.parent / "notebooks" / f"{name}.ipynb"
+    assert _fallbacks_logged("notebook", str(path)) == []

@@ -10,7 +10,8 @@
 3. builds the *schedule*: a Python function generated for the Program that calls, in order,
    each kernel (through the C launcher in cpp_runtime.py), or the primitive's NumPy
    implementation for what is not fused: ``dot_general`` (NumPy's matmul, i.e. BLAS), shape
-   ops (NumPy views), sorting, gathers, linear algebra... The control-flow primitives (switch,
+   ops (NumPy views and copies), sorting, linear algebra... (``gather`` / ``scatter`` are
+   kernels of their own: cpp_indexing.py; argmax / argmin are reductions of the fused kernels). The control-flow primitives (switch,
    while, scan) run their bodies as compiled schedules of the same module. Kernels with a
    memory plan (the ``reuse`` param of passes/buffer_reuse.py) are launched as
    ``k.run((), outs, *inputs)`` writing into a dead intermediate (after the run-time check
@@ -50,12 +51,12 @@ from ..passes.epilogue import epilogue_fusion
 from ..passes.buffer_reuse import buffer_reuse
 from ..passes.complex_decompose import complex_decompose
 from ..passes.dce import dce
-from ..passes.fusion import (ARG_REDUCE_PRIMITIVES, ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, VIEW,
-                             VIEW_PRIMITIVES, FusionPolicy, fusion)
+from ..passes.fusion import (ARG_REDUCE_PRIMITIVES, ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, SINGLE,
+                             VIEW, VIEW_PRIMITIVES, FusionPolicy, fusion)
 from ..pipeline import run_pipeline
 from . import cpp_codegen as CG
 from . import cpp_formulas as F
-from . import cpp_gemm
+from . import cpp_gemm, cpp_indexing
 from . import cpp_dynamic, cpp_runtime, register_backend
 from .numpy_ref import NumpyRefExecutable
 
@@ -88,8 +89,12 @@ def fallback_level(prim):
 
 
 def _report_fallback(prim):
-    if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN or prim.meta.get("collective"):
-        return   # collectives call the runtime (moving bytes is their native path)
+    if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN:
+        return
+    # collectives call the runtime (moving bytes is their native path); ``native_impl``: the
+    # implementation is native code already (random bits from starling._native)
+    if prim.meta.get("collective") or prim.meta.get("native_impl"):
+        return
     _REPORTED.add(prim.name)
     logger.log(fallback_level(prim), "starling.lowering: cpp backend runs %s through NumPy",
                prim.name)
@@ -134,6 +139,8 @@ class CppPolicy(FusionPolicy):
             return REDUCE
         if name == "complex_pack":
             return ELEMENTWISE if F.supported_dtype(eqn.invars[0].aval.dtype) else None
+        if name in cpp_indexing.PRIMITIVES:
+            return SINGLE if cpp_indexing.supported(eqn) else None
         formula = eqn.primitive.scalar_formula
         if formula is None or eqn.primitive.multiple_results or len(eqn.outvars) != 1:
             return None

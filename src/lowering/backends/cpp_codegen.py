@@ -161,7 +161,11 @@ class Kernel:
 
 def render_kernel(sub, fname, row_block=None) -> Kernel:
     """Renders the fused sub-Program ``sub`` as the C++ function ``fname``; raises NotFusible.
-    With ``row_block`` (cpp_gemm.RowBlock) it is a GEMM epilogue over one block of rows."""
+    With ``row_block`` (cpp_gemm.RowBlock) it is a GEMM epilogue over one block of rows.
+    A lone gather / scatter is rendered by cpp_indexing.py."""
+    if len(sub.eqns) == 1 and sub.eqns[0].primitive.name in ("gather", "scatter"):
+        from . import cpp_indexing
+        return cpp_indexing.render(sub, fname, row_block)
     b = _KernelBuilder(sub, fname)
     b.row_block = row_block
     return b.build()
