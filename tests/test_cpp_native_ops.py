@@ -5,6 +5,7 @@ STARLING_LOG_FALLBACKS=1). References: mpmath / scipy.special for erf, NumPy for
 from __future__ import annotations
 
 import logging
+import pathlib
 
 import ml_dtypes
 import mpmath
@@ -316,13 +317,15 @@ def _fallbacks_logged(*argv):
     return found[:-1]
 
 
-def test_digits_example_logs_no_fallback():
-    assert _fallbacks_logged("digits", "--epochs", "2", "--no-progress") == []
+@pytest.mark.parametrize("style", ["function", "module"])
+def test_digits_example_logs_no_fallback(style):
+    assert _fallbacks_logged("digits", "--style", style, "--epochs", "1", "--no-progress") == []
+
+
+NOTEBOOKS = sorted((pathlib.Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["01_digits_pure_functions", "02_digits_nn_module"])
-def test_notebook_code_logs_no_fallback(name):
-    import pathlib
-    path = pathlib.Path(__file__).resolve().parent.parent / "notebooks" / f"{name}.ipynb"
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_notebook_code_logs_no_fallback(path):
     assert _fallbacks_logged("notebook", str(path)) == []

@@ -91,9 +91,11 @@ def fallback_level(prim):
 def _report_fallback(prim):
     if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN:
         return
-    # collectives call the runtime (moving bytes is their native path); ``native_impl``: the
-    # implementation is native code already (random bits from starling._native)
-    if prim.meta.get("collective") or prim.meta.get("native_impl"):
+    # collectives (and the start / wait halves of overlapped ones) call the runtime: moving
+    # bytes is their native path; ``native_impl``: the implementation is native code already
+    # (random bits from starling._native)
+    if prim.meta.get("collective") or prim.family == "collectives" or \
+            prim.meta.get("native_impl"):
         return
     _REPORTED.add(prim.name)
     logger.log(fallback_level(prim), "starling.lowering: cpp backend runs %s through NumPy",
