@@ -367,8 +367,9 @@ def test_chain_is_one_vectorised_kernel():
     assert "tanhf(" in low.source and "expf(" in low.source
 
 
-def test_unsupported_dtype_logs_fallback_once(caplog):
+def test_unsupported_dtype_logs_fallback_once(caplog, monkeypatch):
     # float16 runs in kernels except the ops defined on its bit patterns (spacing, nextafter)
+    monkeypatch.setenv("STARLING_LOG_FALLBACKS", "1")
     cpp_backend._REPORTED.discard("spacing")
     x = snp.asarray(np.ones(4, np.float16))
     with caplog.at_level(logging.INFO, logger="starling.lowering"):

@@ -91,6 +91,35 @@ def test_cond():
         st.cond(1.0, lambda v: v, lambda v: v, x)
 
 
+@pytest.mark.parametrize("make, pattern", [
+    # structure: a tuple against an array, a dict with other keys
+    (lambda v: ((v, v), v), r"cond: true_fun returns a different structure than false_fun"),
+    (lambda v: ({"a": v}, {"b": v}), r"true_fun returns a different structure than false_fun"),
+    # shape and dtype of a leaf, named by its path
+    (lambda v: ({"w": snp.stack([v, v])}, {"w": v}),
+     r"cond: true_fun output \['w'\] is f32\[2\] but false_fun gives f32\[\]"),
+    (lambda v: ((v, snp.astype(v, np.int32)), (v, v)),
+     r"true_fun output \[1\] is i32\[\] but false_fun gives f32\[\]"),
+])
+@pytest.mark.parametrize("pred", [True, "traced"])
+def test_cond_errors_name_true_fun_and_false_fun(make, pattern, pred):
+    x = f32(1.0)
+
+    def call(p, v):
+        return st.cond(p, lambda a: make(a)[0], lambda a: make(a)[1], v)
+    with pytest.raises(TypeError, match=pattern) as err:
+        if pred == "traced":
+            st.compile(call)(snp.asarray(True), x)
+        else:
+            call(True, x)
+    msg = str(err.value)
+    assert "branch" not in msg and "true_fun and false_fun must return the same" in msg
+    with pytest.raises(TypeError, match="cond: false_fun is not callable"):
+        st.cond(True, lambda v: v, None, x)
+    with pytest.raises(TypeError, match="cond: true_fun is not callable"):
+        st.cond(True, 3, lambda v: v, x)
+
+
 @pytest.mark.parametrize("index", [0, 1, 2])
 def test_switch_jvp_grad_match_branch(index):
     x = 0.3

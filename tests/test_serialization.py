@@ -7,6 +7,8 @@ import json
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_h
 
 import starling
 import starling.numpy as snp
@@ -124,7 +126,7 @@ def test_errors(tmp_path):
         starling.grad(lambda x: (starling.save(tmp_path / "x.safetensors", x), snp.sum(x))[1])(
             snp.ones(2))
     (tmp_path / "bad.safetensors").write_bytes(b"\x05\x00")
-    with pytest.raises(ValueError, match="not a safetensors file"):
+    with pytest.raises(nn.SerializationError, match="not a valid safetensors file"):
         starling.load(tmp_path / "bad.safetensors")
     # optimizer state through save / load
     opt = optim.Adam(nn.Linear(2, 2, key=0), lr=0.1, compiled=False)
@@ -145,3 +147,129 @@ def test_load_never_calls_what_the_file_names(tmp_path):
     out = starling.load(path)
     assert not os.path.exists(marker)
     assert out == (f"echo PWNED > {marker}",)   # rebuilt as a plain tuple
+
+
+# ---- truncated and corrupted files: SerializationError naming the file and the problem ---------
+
+def _raw(header, data=b"", length=None):
+    """The bytes of a safetensors file with ``header`` (a dict, or raw bytes) and ``data``."""
+    h = header if isinstance(header, bytes) else json.dumps(header).encode()
+    n = len(h) if length is None else length
+    return n.to_bytes(8, "little") + h + data
+
+
+def _f32(name_offsets):
+    return {name: {"dtype": "F32", "shape": [4], "data_offsets": list(off)}
+            for name, off in name_offsets.items()}
+
+
+CORRUPT = {
+    "empty": (b"", "fewer than the 8-byte header length"),
+    "five_bytes": (b"\x05\x00\x00\x00\x00", "fewer than the 8-byte header length"),
+    "truncated_header": (_raw(_f32({"a": (0, 16)}), bytes(16))[:30], "truncated header"),
+    "huge_header_length": (_raw(b"{}", length=1 << 62), "truncated header"),
+    "bad_json": (_raw(b'{"a": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]'),
+                 "not valid JSON"),
+    "not_utf8": (_raw(b'{"\xff\xfe": 1}'), "not UTF-8"),
+    "json_list": (_raw([1, 2]), "JSON list"),
+    "data_shorter": (_raw(_f32({"a": (0, 16), "b": (16, 32)}), bytes(28)),
+                     "data section has 28 bytes but tensor 'b' ends at byte 32"),
+    "overlap": (_raw(_f32({"a": (0, 16), "b": (8, 24)}), bytes(24)), "overlap"),
+    "hole": (_raw(_f32({"a": (0, 16), "b": (20, 36)}), bytes(36)), "belong to no tensor"),
+    "trailing": (_raw(_f32({"a": (0, 16)}), bytes(20)), "4 bytes after the last tensor"),
+    "size_mismatch": (_raw({"a": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 20]}},
+                           bytes(20)), "needs 24 bytes"),
+    "unknown_dtype": (_raw({"a": {"dtype": "F99", "shape": [1], "data_offsets": [0, 4]}},
+                           bytes(4)), "dtype 'F99'"),
+    "negative_dim": (_raw({"a": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 0]}}),
+                     "non-negative ints"),
+    "reversed_offsets": (_raw({"a": {"dtype": "U8", "shape": [0], "data_offsets": [4, 0]}},
+                              bytes(4)), "0 <= begin <= end"),
+    "no_dtype": (_raw({"a": {"shape": [1], "data_offsets": [0, 4]}}, bytes(4)),
+                 "no dtype string"),
+    "entry_not_object": (_raw({"a": [1]}), "not an object"),
+    "metadata_not_strings": (_raw({"__metadata__": {"k": 1}}), "__metadata__"),
+}
+
+
+@pytest.mark.parametrize("case", list(CORRUPT))
+def test_corrupted_file_raises_serialization_error(case, tmp_path):
+    raw, problem = CORRUPT[case]
+    path = tmp_path / f"{case}.safetensors"
+    path.write_bytes(raw)
+    with pytest.raises(nn.SerializationError) as err:
+        starling.load(path)
+    msg = str(err.value)
+    assert str(path) in msg and problem in msg, msg
+    # no raw json / struct / safetensors error shown under it
+    assert err.value.__cause__ is None
+    assert err.value.__context__ is None or err.value.__suppress_context__
+    assert isinstance(err.value, ValueError)
+    # independent reference: the safetensors package rejects the same bytes too
+    import safetensors
+    with pytest.raises(Exception):   # noqa: B017  (its own SafetensorError)
+        safetensors.deserialize(raw)
+
+
+def test_every_truncation_of_a_valid_file_is_a_serialization_error(tmp_path):
+    path = tmp_path / "whole.safetensors"
+    starling.save(path, {"w": snp.arange(6, dtype=snp.float32).reshape(2, 3),
+                         "b": snp.asarray(np.array([1, 2], np.int16)), "s": 3})
+    raw = path.read_bytes()
+    cut = tmp_path / "cut.safetensors"
+    for n in range(len(raw)):
+        cut.write_bytes(raw[:n])
+        with pytest.raises(nn.SerializationError, match="cut.safetensors"):
+            starling.load(cut)
+    back = starling.load(path)
+    assert back["s"] == 3 and A(back["b"]).tolist() == [1, 2]
+
+
+@pytest.fixture(scope="module")
+def valid_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("corrupt") / "src.safetensors"
+    starling.save(path, {"w": snp.arange(6, dtype=snp.float32), "n": [snp.ones(2), 1]})
+    return path
+
+
+@settings(max_examples=60)
+@given(st_h.data())
+def test_corrupted_bytes_load_or_raise_serialization_error(valid_file, data):
+    """Any byte of a valid file overwritten: the file either still loads (a value in the data
+    section changed) or is a SerializationError, never another exception."""
+    raw = bytearray(valid_file.read_bytes())
+    pos = data.draw(st_h.integers(0, len(raw) - 1))
+    raw[pos] = data.draw(st_h.integers(0, 255))
+    bad = valid_file.parent / "bad.safetensors"
+    bad.write_bytes(bytes(raw))
+    try:
+        starling.load(bad)
+    except nn.SerializationError as e:
+        assert str(bad) in str(e)
+
+
+def test_malformed_tree_metadata(tmp_path):
+    from safetensors.numpy import save_file
+    path = str(tmp_path / "meta.safetensors")
+    for tree, problem in (("{not json", "metadata is malformed"),
+                          (json.dumps({"t": "array", "name": "missing"}), "unknown tensor"),
+                          (json.dumps({"t": "weird"}), "unknown node type"),
+                          (json.dumps([1]), "malformed")):
+        save_file({"x": np.zeros(1, np.float32)}, path, metadata={"starling.tree": tree})
+        with pytest.raises(nn.SerializationError, match=problem):
+            starling.load(path)
+
+
+def test_save_to_a_missing_directory_is_an_oserror(tmp_path):
+    with pytest.raises(OSError, match="missing"):
+        starling.save(tmp_path / "missing" / "x.safetensors", {"a": snp.ones(2)})
+
+
+def test_load_state_dict_of_a_file_name_says_to_load_it(tmp_path):
+    net = nn.Linear(2, 2, key=0)
+    starling.save(tmp_path / "w.safetensors", net)
+    with pytest.raises(TypeError, match=r"starling\.load\(path\)"):
+        net.load_state_dict(str(tmp_path / "w.safetensors"))
+    with pytest.raises(TypeError, match="mapping"):
+        net.load_state_dict([("weight", snp.ones((2, 2)))])
+    net.load_state_dict(starling.load(tmp_path / "w.safetensors"))

@@ -196,13 +196,17 @@ def _philox_native_impl(key, counters):
 # ``impl`` (what the eval interpreter runs on concrete buffers: eager calls, and the primal
 # computations inside grad / vmap / staged-program evaluation) is the native kernel when the
 # extension is built; ``meta["numpy_impl"]`` is the pure NumPy reference, the oracle it is
-# tested against bit for bit.
+# tested against bit for bit. ``meta["native_impl"]`` tells backends that ``impl`` is native
+# code (the cpp backend does not report it as a NumPy fallback).
 philox4x32_p.impl = _philox_native_impl if _native is not None else philox4x32_numpy
 philox4x32_p.abstract_eval = _philox_abstract_eval
 philox4x32_p.meta.update(numpy_impl=philox4x32_numpy)
 random_bits_p.impl = _random_bits_native_impl if _native is not None else random_bits_numpy
 random_bits_p.abstract_eval = _random_bits_abstract_eval
 random_bits_p.meta.update(numpy_impl=random_bits_numpy)
+for _p in (philox4x32_p, random_bits_p):
+    _p.meta["native_impl"] = _native is not None
+del _p
 
 
 def _random_bits_batch(args, dims, *, shape, dtype, tag):

@@ -6,7 +6,8 @@ mutation rules (in-place rebinding outside transformations only) and how running
 are threaded. ``nn.compile`` compiles a PyTorch-style training step that updates the modules
 and optimizers it is given in place (``starling.nn.stateful_compile``). ``nn.functional``
 holds the pure functions, ``nn.init`` the initialisers; optimizers live in ``starling.optim``;
-weights are saved with ``starling.save`` / ``starling.load`` (safetensors).
+weights are saved with ``starling.save`` / ``starling.load`` (safetensors; a truncated or
+corrupted file is a ``SerializationError``).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from .layers import (  # noqa: F401
     SiLU, Softmax, Softmin, Softplus, Softsign, Tanh, Unflatten,
 )
 from .module import IncompatibleKeys, Module, ModuleMutationError, StateDictError  # noqa: F401
+from .serialization import SerializationError  # noqa: F401
 from .norm import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
 from .stateless import (  # noqa: F401
     functional_call, grad, replace, stateful_call, trainable_parameters, value_and_grad,
@@ -27,7 +29,7 @@ from .stateless import (  # noqa: F401
 from .stateful_compile import StatefulCompiled, compile, jit  # noqa: F401,A004
 
 __all__ = [
-    "Module", "ModuleMutationError", "StateDictError", "IncompatibleKeys",
+    "Module", "ModuleMutationError", "StateDictError", "IncompatibleKeys", "SerializationError",
     "functional", "init", "functional_call", "stateful_call", "replace", "trainable_parameters",
     "value_and_grad", "grad", "compile", "jit", "StatefulCompiled",
     "Identity", "Linear", "Bilinear", "Embedding", "Flatten", "Unflatten", "Dropout",

@@ -37,8 +37,10 @@ inside a transformation it is a ``ModuleMutationError`` that says what to use.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import contextlib
 import contextvars
+import os
 
 import numpy as np
 
@@ -361,8 +363,14 @@ class Module(metaclass=_ModuleMeta):
             StateDictError: shapes differ (always), or keys are missing / unexpected when
                 ``strict``; the message lists every offending key.
             ModuleMutationError: called inside a transformed function.
+            TypeError: ``state_dict`` is not a mapping (e.g. a file name).
         """
         _check_mutable(self, "load_state_dict")
+        if not isinstance(state_dict, collections.abc.Mapping):
+            hint = (" (a file name: load it with starling.load(path) first)"
+                    if isinstance(state_dict, (str, bytes, os.PathLike)) else "")
+            raise TypeError(f"{type(self).__name__}.load_state_dict: expected a mapping of "
+                            f"names to arrays, got {type(state_dict).__name__}{hint}")
         from .. import numpy as snp
         own = self.state_dict()
         missing = [k for k in own if k not in state_dict]

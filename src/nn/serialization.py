@@ -1,9 +1,11 @@
 """``starling.save`` / ``starling.load``: pytrees of arrays in the safetensors format.
 
 File layout (the safetensors specification, written through the ``safetensors`` package's
-``serialize_file`` / read with ``deserialize``): an 8-byte little-endian header length, a JSON
-header mapping each tensor name to ``{"dtype", "shape", "data_offsets"}`` plus a
-``"__metadata__"`` dict of strings, then the raw little-endian data. Other tools (PyTorch's
+``serialize_file``): an 8-byte little-endian header length, a JSON header mapping each tensor
+name to ``{"dtype", "shape", "data_offsets"}`` plus a ``"__metadata__"`` dict of strings, then
+the raw little-endian data. ``load`` checks a file against the specification itself (every byte
+range matches its tensor's dtype and shape, the ranges tile the data exactly) so that a truncated
+or corrupted file is a ``SerializationError`` naming the file and the problem. Other tools (PyTorch's
 ``safetensors.torch.load_file``, Hugging Face) read these files directly.
 
 * Tensor names are the leaves' dotted paths: ``{"enc": {"w": x}}`` -> ``"enc.w"``, list items
@@ -17,9 +19,10 @@ header mapping each tensor name to ``{"dtype", "shape", "data_offsets"}`` plus a
 """
 from __future__ import annotations
 
-import sys
 import json
+import math
 import os
+import sys
 
 import numpy as np
 
@@ -28,7 +31,7 @@ from ..arrays.array import Array
 from ..core import dtypes
 from ..core.trace import Tracer
 
-__all__ = ["save", "load"]
+__all__ = ["save", "load", "SerializationError"]
 
 _META_KEY = "starling.tree"
 _NAME_TO_CODE = {
@@ -102,6 +105,7 @@ def save(path, tree) -> None:
     Raises:
         TypeError: unsupported leaves or dtypes (float4), traced values.
         ValueError: two leaves whose dotted names coincide.
+        OSError: the file cannot be written (e.g. its directory does not exist).
     """
     import safetensors
     tensors = {}
@@ -121,8 +125,14 @@ def save(path, tree) -> None:
         else:  # safetensors < 0.6
             specs[name] = {"dtype": dname, "shape": list(a.shape), "data": a.tobytes()}
     metadata = {_META_KEY: json.dumps(skeleton), "format": "np"}
-    safetensors.serialize_file(specs, os.fspath(path), metadata=metadata)
-    del keep
+    try:
+        safetensors.serialize_file(specs, os.fspath(path), metadata=metadata)
+    except Exception as e:  # noqa: BLE001  (safetensors reports I/O failures as SafetensorError)
+        if isinstance(e, OSError):
+            raise
+        raise OSError(f"save: cannot write {os.fspath(path)}: {e}") from None
+    finally:
+        del keep
 
 
 def _decode(node, arrays):
@@ -145,7 +155,7 @@ def _decode(node, arrays):
         return tuple(items) if cls is None else cls(*items)
     if t == "scalar":
         return node["v"]
-    raise ValueError(f"load: unknown node type {t!r} in the file's tree metadata")
+    raise ValueError(f"unknown node type {t!r}")
 
 
 def _safe_namedtuple_class(name):
@@ -166,14 +176,86 @@ def _safe_namedtuple_class(name):
     return None
 
 
-def _read_header(raw, path):
+class SerializationError(ValueError):
+    """``starling.load`` was given a file that is not a valid safetensors file: truncated,
+    corrupted, or using a dtype Starling does not read. The message names the file and what is
+    wrong (e.g. "the data section has 96 bytes but tensor 'w' ends at byte 128")."""
+
+
+_MAX_HEADER = 100_000_000   # the safetensors package's own limit on the JSON header
+
+
+def _parse(raw, path):
+    """(header, [(name, dtype, shape, begin, end)], start of the data section) of the bytes
+    ``raw`` of a safetensors file, checked against the specification: every tensor's byte
+    range matches its dtype and shape, and the ranges tile the data section exactly."""
+    def bad(problem):
+        return SerializationError(f"load: {path} is not a valid safetensors file: {problem}")
+
     if len(raw) < 8:
-        raise ValueError(f"load: {path} is not a safetensors file (too short)")
+        raise bad(f"it has {len(raw)} bytes, fewer than the 8-byte header length (truncated?)")
     n = int.from_bytes(raw[:8], "little")
+    if n > len(raw) - 8 or n > _MAX_HEADER:
+        raise bad(f"truncated header: its length field says {n} bytes but {len(raw) - 8} "
+                  "bytes follow")
     try:
-        return json.loads(raw[8:8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise ValueError(f"load: {path} is not a safetensors file (bad header)") from None
+        header = json.loads(raw[8:8 + n].decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise bad(f"the header is not UTF-8 text ({e.reason} at byte {8 + e.start})") from None
+    except json.JSONDecodeError as e:
+        raise bad(f"the header is not valid JSON ({e.msg} at line {e.lineno} column "
+                  f"{e.colno})") from None
+    except RecursionError:
+        raise bad("the header nests too deeply") from None
+    if not isinstance(header, dict):
+        raise bad(f"the header is a JSON {type(header).__name__}, not an object mapping tensor "
+                  "names to {dtype, shape, data_offsets}")
+    meta = header.get("__metadata__")
+    if meta is not None and not (isinstance(meta, dict)
+                                 and all(isinstance(v, str) for v in meta.values())):
+        raise bad("__metadata__ must map strings to strings")
+    tensors = [_tensor_entry(name, info, bad) for name, info in header.items()
+               if name != "__metadata__"]
+    data_len = len(raw) - 8 - n
+    last = max(tensors, key=lambda t: t[4], default=None)
+    if last is not None and last[4] > data_len:
+        raise bad(f"the data section has {data_len} bytes but tensor {last[0]!r} ends at byte "
+                  f"{last[4]} (truncated file?)")
+    pos, prev = 0, None
+    for t in sorted(tensors, key=lambda t: (t[3], t[4])):
+        if t[3] < pos:
+            raise bad(f"tensors {prev[0]!r} (bytes {prev[3]}..{prev[4]}) and {t[0]!r} (bytes "
+                      f"{t[3]}..{t[4]}) overlap")
+        if t[3] > pos:
+            raise bad(f"bytes {pos}..{t[3]} of the data section belong to no tensor")
+        pos, prev = t[4], t
+    if pos != data_len:
+        raise bad(f"{data_len - pos} bytes after the last tensor's data belong to no tensor")
+    return header, tensors, 8 + n
+
+
+def _tensor_entry(name, info, bad):
+    """(name, dtype, shape, begin, end) of one header entry; raises ``bad(problem)``."""
+    if not isinstance(info, dict):
+        raise bad(f"the entry of tensor {name!r} is not an object")
+    code, shape, offsets = info.get("dtype"), info.get("shape"), info.get("data_offsets")
+    if not isinstance(code, str):
+        raise bad(f"tensor {name!r} has no dtype string (got {code!r})")
+    dt = _CODE_TO_DTYPE.get(code)
+    if dt is None:
+        raise bad(f"tensor {name!r} has dtype {code!r}, which Starling does not read "
+                  f"(supported: {', '.join(_CODE_TO_DTYPE)})")
+    if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
+        raise bad(f"tensor {name!r} has shape {shape!r}; expected a list of non-negative ints")
+    if not (isinstance(offsets, list) and len(offsets) == 2
+            and all(type(o) is int for o in offsets) and 0 <= offsets[0] <= offsets[1]):
+        raise bad(f"tensor {name!r} has data_offsets {offsets!r}; expected [begin, end] with "
+                  "0 <= begin <= end")
+    size = math.prod(shape) * np.dtype(dt).itemsize
+    if offsets[1] - offsets[0] != size:
+        raise bad(f"tensor {name!r} ({code}, shape {shape}) needs {size} bytes but its "
+                  f"data_offsets {offsets} span {offsets[1] - offsets[0]}")
+    return name, dt, tuple(shape), offsets[0], offsets[1]
 
 
 def load(path):
@@ -181,26 +263,34 @@ def load(path):
 
     Returns:
         The saved pytree (an nn.Module comes back as its state dict, an OrderedDict by
-        dotted name); a file without Starling's tree metadata gives ``{name: Array}``.
+        dotted name); a file without Starling's tree metadata gives ``{name: Array}`` in the
+        order of the data.
     Raises:
-        ValueError: not a safetensors file, or an unknown dtype code.
+        SerializationError: (a ValueError) the file is not a valid safetensors file:
+            truncated (header or data), a header that is not JSON or not of the format,
+            byte ranges that overlap, leave holes or do not match a tensor's dtype and shape,
+            a dtype Starling does not read, or malformed Starling tree metadata. The message
+            names the file and the problem.
+        OSError: the file cannot be read (e.g. FileNotFoundError).
     """
-    import safetensors
     with open(os.fspath(path), "rb") as f:
         raw = f.read()
-    header = _read_header(raw, path)
+    header, tensors, start = _parse(raw, path)
     arrays = {}
-    for name, info in safetensors.deserialize(raw):
-        code = info["dtype"]
-        dt = _CODE_TO_DTYPE.get(code)
-        if dt is None:
-            raise ValueError(f"load: tensor {name!r} has dtype {code}, which Starling does not "
-                             "support")
-        buf = np.frombuffer(bytes(info["data"]), dtype=np.dtype(dt).newbyteorder("<"))
-        buf = buf.astype(dt).reshape(info["shape"])
-        arrays[name] = snp.asarray(buf)
+    for name, dt, shape, begin, end in tensors:
+        count = (end - begin) // np.dtype(dt).itemsize
+        buf = np.frombuffer(raw, dtype=np.dtype(dt).newbyteorder("<"), count=count,
+                            offset=start + begin)
+        arrays[name] = snp.asarray(buf.astype(dt).reshape(shape))
     meta = header.get("__metadata__") or {}
     if _META_KEY in meta:
-        return _decode(json.loads(meta[_META_KEY]), arrays)
-    order = sorted(arrays, key=lambda k: header[k]["data_offsets"][0])
-    return {k: arrays[k] for k in order}
+        try:
+            return _decode(json.loads(meta[_META_KEY]), arrays)
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError,
+                RecursionError) as e:
+            problem = f"unknown tensor {e}" if isinstance(e, KeyError) else str(e) or \
+                type(e).__name__
+            raise SerializationError(f"load: {path}: the {_META_KEY!r} metadata is malformed "
+                                     f"({problem}); starling.load reads the tensors of files "
+                                     "without it as a flat dict") from None
+    return {name: arrays[name] for name, *_ in sorted(tensors, key=lambda t: t[3])}

@@ -343,7 +343,7 @@ def _scatter_impl(x, updates, *idx, op, mode, unique_indices):
         return updates.copy() if op == "set" else _UFUNCS[op](x, updates)
     out = np.array(x, copy=True)
     batch = np.broadcast_shapes(*[np.shape(i) for i in idx])
-    if 0 in x.shape[:k] or 0 in batch:
+    if 0 in x.shape or 0 in batch:   # nothing to update (x of shape (1, 0) included)
         return out
     mode = "drop" if mode in ("fill", "promise_in_bounds") else mode
     norm, valid = _normalize_indices(idx, x.shape, mode)

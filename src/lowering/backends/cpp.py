@@ -10,7 +10,8 @@
 3. builds the *schedule*: a Python function generated for the Program that calls, in order,
    each kernel (through the C launcher in cpp_runtime.py), or the primitive's NumPy
    implementation for what is not fused: ``dot_general`` (NumPy's matmul, i.e. BLAS), shape
-   ops (NumPy views), sorting, gathers, linear algebra... The control-flow primitives (switch,
+   ops (NumPy views and copies), sorting, linear algebra... (``gather`` / ``scatter`` are
+   kernels of their own: cpp_indexing.py; argmax / argmin are reductions of the fused kernels). The control-flow primitives (switch,
    while, scan) run their bodies as compiled schedules of the same module. Kernels with a
    memory plan (the ``reuse`` param of passes/buffer_reuse.py) are launched as
    ``k.run((), outs, *inputs)`` writing into a dead intermediate (after the run-time check
@@ -22,8 +23,10 @@ object whose kernels read their sizes at run time (``k.run(sizes, outs, *inputs)
 distinct ShapeEnv only the schedule is rebuilt from the bound Program (cpp_dynamic.py).
 
 Everything that does not become native code is logged once per primitive on the
-``starling.lowering`` logger. Without a C++ compiler the backend warns once and runs programs
-through numpy_ref. Set ``STARLING_CPP_STRICT=1`` to turn code-generation failures into errors
+``starling.lowering`` logger, at DEBUG level; with ``STARLING_LOG_FALLBACKS=1`` at WARNING
+(elementwise and reduction primitives, which break a fused kernel) or INFO (the others), so
+that ordinary use (a notebook) shows nothing unless asked. Without a C++ compiler the backend
+warns once and runs programs through numpy_ref. Set ``STARLING_CPP_STRICT=1`` to turn code-generation failures into errors
 (tests do) instead of a warning and a NumPy fallback.
 """
 from __future__ import annotations
@@ -48,12 +51,12 @@ from ..passes.epilogue import epilogue_fusion
 from ..passes.buffer_reuse import buffer_reuse
 from ..passes.complex_decompose import complex_decompose
 from ..passes.dce import dce
-from ..passes.fusion import (ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, VIEW, VIEW_PRIMITIVES,
-                             FusionPolicy, fusion)
+from ..passes.fusion import (ARG_REDUCE_PRIMITIVES, ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, SINGLE,
+                             VIEW, VIEW_PRIMITIVES, FusionPolicy, fusion)
 from ..pipeline import run_pipeline
 from . import cpp_codegen as CG
 from . import cpp_formulas as F
-from . import cpp_gemm
+from . import cpp_gemm, cpp_indexing
 from . import cpp_dynamic, cpp_runtime, register_backend
 from .numpy_ref import NumpyRefExecutable
 
@@ -66,21 +69,37 @@ F.install()
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
     os.environ["GOMP_SPINCOUNT"] = "2000"
 
-# Primitives whose NumPy implementation IS the intended native path (BLAS, views, or
-# reimplemented below): never reported as fallbacks.
+# Primitives whose NumPy implementation IS the intended native path (BLAS, views, one copy
+# loop in C that a generated kernel would repeat, or reimplemented below): never reported as
+# fallbacks.
 _NATIVE_BY_DESIGN = frozenset({"dot_general", "reshape", "squeeze", "broadcast_in_dim",
                                "transpose", "while", "switch", "scan", "stop_gradient",
-                               "real", "imag"})
+                               "real", "imag", "slice", "concatenate", "pad"})
 _REPORTED = set()
 _WARNED_NO_COMPILER = []
 
 
+def fallback_level(prim):
+    """The logging level of "cpp backend runs <prim> through NumPy": DEBUG, unless the
+    environment has STARLING_LOG_FALLBACKS set (not "0"): then WARNING for elementwise and
+    reduction primitives, INFO for the others."""
+    if os.environ.get("STARLING_LOG_FALLBACKS", "0") in ("", "0"):
+        return logging.DEBUG
+    return logging.WARNING if prim.family in ("elementwise", "reduction") else logging.INFO
+
+
 def _report_fallback(prim):
-    if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN or prim.meta.get("collective"):
-        return   # collectives call the runtime (moving bytes is their native path)
+    if prim.name in _REPORTED or prim.name in _NATIVE_BY_DESIGN:
+        return
+    # collectives (and the start / wait halves of overlapped ones) call the runtime: moving
+    # bytes is their native path; ``native_impl``: the implementation is native code already
+    # (random bits from starling._native)
+    if prim.meta.get("collective") or prim.family == "collectives" or \
+            prim.meta.get("native_impl"):
+        return
     _REPORTED.add(prim.name)
-    level = logging.WARNING if prim.family in ("elementwise", "reduction") else logging.INFO
-    logger.log(level, "starling.lowering: cpp backend runs %s through NumPy", prim.name)
+    logger.log(fallback_level(prim), "starling.lowering: cpp backend runs %s through NumPy",
+               prim.name)
 
 
 def _static_shape(aval):
@@ -116,9 +135,14 @@ class CppPolicy(FusionPolicy):
                 return None
             if name in ("reduce_and", "reduce_or") and dt.kind != "b":
                 return None
+            axes = tuple(eqn.params["axes"])
+            if name in ARG_REDUCE_PRIMITIVES and axes != tuple(sorted(axes)):
+                return None   # the kernel's flat index runs over the reduced axes in order
             return REDUCE
         if name == "complex_pack":
             return ELEMENTWISE if F.supported_dtype(eqn.invars[0].aval.dtype) else None
+        if name in cpp_indexing.PRIMITIVES:
+            return SINGLE if cpp_indexing.supported(eqn) else None
         formula = eqn.primitive.scalar_formula
         if formula is None or eqn.primitive.multiple_results or len(eqn.outvars) != 1:
             return None
@@ -315,7 +339,8 @@ def _build_executables(progs, policy, compiler):
         body = [src.replace("__ST_KERNEL__", name) for src, name in sources.items()]
         source = F.prelude() + cpp_gemm.support(body) + "\n\n".join(body) + "\n"
         libs = (f"-l:{F.mvec_soname()}", "-lm") if F.mvec_functions() else ("-lm",)
-        lib, path = cache.load(source, compiler=compiler, libs=libs)
+        lib, path = cache.load(source, compiler=compiler, libs=libs,
+                               symbols=tuple(sources.values()))
         cpp_gemm.init_library(lib)   # BLAS addresses for fused_matmul kernels
     launchers, by_sub, size_exprs = {}, {}, {}
     for sub in (s for subs in subs_of for s in subs):

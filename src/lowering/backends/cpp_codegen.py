@@ -15,7 +15,11 @@ contiguously (so most kernels become one flat loop, or rows x columns with a bia
 * reduction over the trailing dims (O, R): accumulators per outer point, inner ``simd
   reduction``; parallel over O, or over R (OpenMP reduction) when O is small (full reductions);
 * reduction over leading / middle dims (O, R, I): per block of the innermost kept dim, an
-  accumulator array updated by a ``simd`` loop for every reduced index (column sums).
+  accumulator array updated by a ``simd`` loop for every reduced index (column sums);
+* reduced dims that are not adjacent (sums over N, H, W of NCHW): the kept dims between them
+  loop outside (``_loop_order``), which gives one of the structures above;
+* argmax / argmin (cpp_reductions.py): as the others, but the reduced range runs in order
+  (no OpenMP reduction over it, no ``simd`` on a row reduction's loop).
 
 OpenMP parallelism is switched on only when the estimated work (elements x cost units) exceeds
 ``PARALLEL_WORK`` (env ``STARLING_CPP_PARALLEL_WORK``, default 2**21, about 1 ms of work):
@@ -47,10 +51,10 @@ _ACC_BLOCK = 1024            # accumulator array length for column reductions
 _EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
               "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
               "arctanh", "cbrt", "arctan2", "hypot", "pow", "logaddexp", "logaddexp2", "fmod",
-              "floor_divide", "remainder", "nextafter", "spacing", "round"}
+              "floor_divide", "remainder", "nextafter", "spacing", "round", "erf", "erfc"}
 _VIEWS = {"broadcast_in_dim", "reshape", "squeeze", "transpose"}
 _REDUCE = {"reduce_sum": "sum", "reduce_prod": "prod", "reduce_max": "max", "reduce_min": "min",
-           "reduce_and": "and", "reduce_or": "or"}
+           "reduce_and": "and", "reduce_or": "or", "argmax": "argmax", "argmin": "argmin"}
 
 
 class NotFusible(Exception):
@@ -157,7 +161,11 @@ class Kernel:
 
 def render_kernel(sub, fname, row_block=None) -> Kernel:
     """Renders the fused sub-Program ``sub`` as the C++ function ``fname``; raises NotFusible.
-    With ``row_block`` (cpp_gemm.RowBlock) it is a GEMM epilogue over one block of rows."""
+    With ``row_block`` (cpp_gemm.RowBlock) it is a GEMM epilogue over one block of rows.
+    A lone gather / scatter is rendered by cpp_indexing.py."""
+    if len(sub.eqns) == 1 and sub.eqns[0].primitive.name in ("gather", "scatter"):
+        from . import cpp_indexing
+        return cpp_indexing.render(sub, fname, row_block)
     b = _KernelBuilder(sub, fname)
     b.row_block = row_block
     return b.build()
@@ -316,7 +324,7 @@ class _KernelBuilder:
                 strides = [0] * nd
                 for i, s in zip(kept, st):
                     strides[i] = s
-                acc = Access(buf, red.dt, shape, ())
+                acc = Access(buf, red.out_dt, shape, ())
                 acc.loop_strides = strides
                 red.out_acc = acc
             else:
@@ -334,12 +342,27 @@ class _KernelBuilder:
 
 # ---- loop structure and emission -----------------------------------------------------------------
 
-def _merge_dims(loop, red_axes, accs):
-    """[(size, reduced, {access index: stride})] after dropping size-1 dims and merging
-    dims every access walks contiguously. Symbolic sizes are never dropped (they may be 1 or
-    more at run time) and merge only on stride identities that hold for every size."""
+def _loop_order(loop, red_axes):
+    """The loop dims in nesting order: as given, except that kept dims lying between reduced
+    ones move in front of the first reduced dim, so the reduced dims are adjacent (e.g. the
+    per-channel sums over (N, H, W) of an NCHW array loop as C, N, H, W). Every access is
+    strided, so any order is valid; the reduced dims keep their order (argmax's flat index)."""
+    red = sorted(d for d in red_axes if not (_static(loop[d]) and loop[d] == 1))
+    if not red:
+        return list(range(len(loop)))
+    between = [d for d in range(red[0], red[-1]) if d not in red_axes]
+    return [d for d in range(red[0]) if d not in red_axes] + between + \
+        [d for d in range(red[0], len(loop)) if d not in between]
+
+
+def _merge_dims(loop, red_axes, accs, order=None):
+    """[(size, reduced, {access index: stride})] over the dims in ``order`` (default: loop
+    order) after dropping size-1 dims and merging dims every access walks contiguously.
+    Symbolic sizes are never dropped (they may be 1 or more at run time) and merge only on
+    stride identities that hold for every size."""
     dims = []
-    for d, size in enumerate(loop):
+    for d in (range(len(loop)) if order is None else order):
+        size = loop[d]
         if _static(size) and size == 1:
             continue
         dims.append([size, d in red_axes, [a.loop_strides[d] for a in accs]])
@@ -366,7 +389,9 @@ def _emit(b, loop, red_axes, reds, in_dtypes, out_avals):
     row = getattr(b, "row_block", None)   # a GEMM epilogue over a block of rows (cpp_gemm.py)
     if row is not None:
         loop, red_axes = row.restrict(loop, red_axes, accs)
-    dims = _merge_dims(loop, red_axes, accs)
+    # a GEMM epilogue keeps its row dims outermost (the blocks are rows)
+    dims = _merge_dims(loop, red_axes, accs, None if row is not None else
+                       _loop_order(loop, red_axes))
     flags = [d[1] for d in dims]
     if True in flags:
         first = flags.index(True)
@@ -475,8 +500,9 @@ class _Emitter:
             return f"b{a.id}[k * {self.c(s)}]"
         return f"b{a.id}[k]" if s == 1 else (f"b{a.id}[0]" if s == 0 else f"b{a.id}[k * {s}]")
 
-    def _body(self, inner, red_mode):
-        """Innermost statements: loads, the computation, stores and reduction updates."""
+    def _body(self, inner, red_mode, red_index=None):
+        """Innermost statements: loads, the computation, stores and reduction updates
+        (``red_index``: C expression of the flat index over the reduced dims, for argmax)."""
         lines = []
         loads = {}
         for a in self.reads:
@@ -493,9 +519,9 @@ class _Emitter:
         for r in self.reds:
             x = r.value.format(**loads)
             if red_mode == "array":
-                lines.append(r.update_array(f"{r.name}[k - k0]", x))
+                lines.append(r.update_array(x, red_index))
             else:
-                lines.append(r.update_scalar(x))
+                lines.append(r.update_scalar(x, red_index))
         return lines
 
     def _decompose(self, var, sizes, names):
@@ -525,7 +551,7 @@ class _Emitter:
         if reds and not red_dims:
             # Reductions over size-1 axes only: each element is its own result.
             for r in reds:
-                self.b.stores.append((r.out_acc, r.value))
+                self.b.stores.append((r.out_acc, r.trivial()))
             self.reds = []
             return self._elementwise()
         if not reds:
@@ -542,12 +568,16 @@ class _Emitter:
         return lines
 
     def _init_reds(self):
-        lines = []
-        for r in self.reds:
-            lines.append(f"{r.acc_t} {r.name} = {r.init()};")
-            if r.nanflag:
-                lines.append(f"int {r.name}_nan = 0;")
-        return lines
+        return [line for r in self.reds for line in r.declare_scalar()]
+
+    def _flat_index(self, red_dims, last=None):
+        """C expression of the flat (C-order) index over the reduced dims ``red_dims`` from
+        their loop variables ``i<d>`` (the last one's variable is ``last`` when given)."""
+        expr = None
+        for n, d in enumerate(red_dims):
+            var = last if (last is not None and n == len(red_dims) - 1) else f"i{d}"
+            expr = var if expr is None else f"({expr}) * {self.c(self.dims[d][0])} + {var}"
+        return expr
 
     def _elementwise(self):
         dims = self.dims
@@ -606,6 +636,9 @@ class _Emitter:
         inner = len(dims) - 1
         reads_stores = self.reads + [s for s, _ in self.b.stores]
         clauses = " ".join(r.clause() for r in self.reds)
+        ordered = not all(r.combinable for r in self.reds)   # argmax: one pass, in order
+        if ordered:
+            inside = False
         if inside is None and self.par and not _static(P):
             # few outer points (run-time count): parallelise the reduction itself
             return ([f"if ({self.c(P)} < {2 * _MIN_UNITS}) {{"]
@@ -641,10 +674,11 @@ class _Emitter:
         K = dims[inner][0]
         if inside and not loops:
             nest.append(ind + f"#pragma omp parallel for simd schedule(static) {clauses}")
-        else:
+        elif not ordered:
             nest.append(ind + f"#pragma omp simd {clauses}")
         nest.append(ind + f"for (int64_t k = 0; k < {self.c(K)}; ++k) {{")
-        nest += [ind + "  " + x for x in self._body(inner, "scalar")]
+        index = self._flat_index(red_dims, last="k") if ordered else None
+        nest += [ind + "  " + x for x in self._body(inner, "scalar", index)]
         nest.append(ind + "}")
         for depth in range(len(loops) - 1, -1, -1):
             nest.append("  " * depth + "}")
@@ -691,8 +725,7 @@ class _Emitter:
         body += [f"const int64_t k0 = kb * {cB};",
                  f"const int64_t k1 = k0 + {cB} < {cK} ? k0 + {cB} : {cK};"]
         for r in self.reds:
-            body.append(f"{r.acc_t} {r.name}[{acc_len}];")
-            body.append(f"for (int64_t k = 0; k < {cB}; ++k) {r.name}[k] = {r.init()};")
+            body += r.declare_array(acc_len, cB)
         idx = {d: f"i{d}" for d in outer}
         nest = []
         for depth, d in enumerate(red_dims):
@@ -702,7 +735,8 @@ class _Emitter:
         ind = "  " * len(red_dims)
         nest += [ind + x for x in self._bases(idx, reads_stores)]
         nest += [ind + "#pragma omp simd", ind + "for (int64_t k = k0; k < k1; ++k) {"]
-        nest += [ind + "  " + x for x in self._body(inner, "array")]
+        index = self._flat_index(red_dims) if any(r.is_arg for r in self.reds) else None
+        nest += [ind + "  " + x for x in self._body(inner, "array", index)]
         nest.append(ind + "}")
         for depth in range(len(red_dims) - 1, -1, -1):
             nest.append("  " * depth + "}")
@@ -710,10 +744,9 @@ class _Emitter:
         oidx = {d: f"i{d}" for d in outer}
         for r in self.reds:
             a = r.out_acc
-            value = F.acc_value(r.dt, f"{r.name}[k - k0]")
             s = self.dims[inner][2][a.id]
             body.append(f"for (int64_t k = k0; k < k1; ++k) p{a.id}[({self._base(a, oidx)})"
-                        f" + k * {self.c(s)}] = {_stored(a, value)};")
+                        f" + k * {self.c(s)}] = {_stored(a, r.final_array())};")
         return lines + ["  " + x for x in body] + ["}"]
 
 

@@ -169,7 +169,7 @@ def mvec_functions() -> tuple:
 
 _LIBM = {1: ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin",
              "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "sqrt", "cbrt",
-             "nearbyint", "floor", "ceil", "trunc", "fabs"),
+             "nearbyint", "floor", "ceil", "trunc", "fabs", "erf", "erfc"),
          2: ("atan2", "hypot", "copysign", "nextafter", "fmod", "pow")}
 
 
@@ -390,7 +390,7 @@ _FLOAT_CALLS = {
     "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
     "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
     "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "sqrt": "sqrt",
-    "cbrt": "cbrt", "rint": "nearbyint",
+    "cbrt": "cbrt", "rint": "nearbyint", "erf": "erf", "erfc": "erfc",
 }
 _FLOAT_CALLS2 = {"arctan2": "atan2", "hypot": "hypot", "copysign": "copysign",
                  "nextafter": "nextafter", "fmod": "fmod", "pow": "pow"}

@@ -1,8 +1,16 @@
-"""Reduction accumulators of the cpp kernels (cpp_codegen.py): initial values, OpenMP
-reduction clauses, scalar and per-column updates, and the final value stored.
+"""Reduction accumulators of the cpp kernels (cpp_codegen.py): declarations, OpenMP reduction
+clauses, scalar and per-column updates, and the final value stored.
 
 float32 (and low-precision float) sums and products accumulate in double; max / min of floats
 keep a sticky NaN flag so that a NaN anywhere in the reduced range gives NaN, as NumPy does.
+
+``argmax`` / ``argmin`` keep the best value and its index: the flat index over the reduced axes
+(C order), which the kernel passes to each update. A candidate replaces the accumulator only if
+strictly better, so ties keep the first index, and once the accumulator holds a NaN nothing
+replaces it, so the first NaN wins: NumPy's semantics. The initial value is the identity of the
+max / min (-inf, or a format's lowest value) with index 0, so a range holding only that value
+gives 0 as NumPy does. These updates have no OpenMP reduction clause (``combinable`` is False):
+the kernel parallelises only over kept elements and runs the reduced loop in order.
 """
 from __future__ import annotations
 
@@ -10,9 +18,16 @@ import numpy as np
 
 from . import cpp_formulas as F
 
+ARG_KINDS = ("argmax", "argmin")
+_INDEX_DT = np.dtype(np.int64)
+
 
 class Red:
-    __slots__ = ("kind", "dt", "acc_t", "name", "value", "out_acc", "nanflag")
+    """One reduction of a kernel: ``kind`` (sum, prod, max, min, and, or, argmax, argmin) of
+    values of ``dt``, accumulated in C variables named after ``name``; ``out_dt`` is the dtype
+    stored (int64 for argmax / argmin)."""
+
+    __slots__ = ("kind", "dt", "acc_t", "name", "value", "out_acc", "nanflag", "out_dt")
 
     def __init__(self, kind, dt, name):
         self.kind, self.dt, self.name = kind, np.dtype(dt), name
@@ -21,25 +36,56 @@ class Red:
         wide = self.dt == np.float32 or F.is_lowp(self.dt)
         self.acc_t = "double" if (wide and kind in ("sum", "prod")) else t
         self.nanflag = F.has_nan(self.dt) and kind in ("max", "min")
+        self.out_dt = _INDEX_DT if kind in ARG_KINDS else self.dt
         self.value = None
         self.out_acc = None
 
+    @property
+    def is_arg(self):
+        return self.kind in ARG_KINDS
+
+    @property
+    def combinable(self):
+        """Whether OpenMP can combine partial accumulators (a reduction clause exists)."""
+        return not self.is_arg
+
     def init(self):
         dt = self.dt
-        if self.kind == "sum":
+        kind = {"argmax": "max", "argmin": "min"}.get(self.kind, self.kind)
+        if kind == "sum":
             return "false" if dt.kind == "b" else f"({self.acc_t})0"
-        if self.kind == "prod":
+        if kind == "prod":
             return "true" if dt.kind == "b" else f"({self.acc_t})1"
-        if self.kind in ("and",):
+        if kind in ("and",):
             return "true"
-        if self.kind in ("or",):
+        if kind in ("or",):
             return "false"
         if dt.kind == "b":
-            return "false" if self.kind == "max" else "true"
+            return "false" if kind == "max" else "true"
         if dt.kind == "f" or F.is_lowp(dt):   # -inf, or the lowest value of a format without inf
-            return F.literal(F.lowest(dt) if self.kind == "max" else F.highest(dt), dt)
+            return F.literal(F.lowest(dt) if kind == "max" else F.highest(dt), dt)
         info = np.iinfo(dt)
-        return F.literal(info.min if self.kind == "max" else info.max, dt)
+        return F.literal(info.min if kind == "max" else info.max, dt)
+
+    def declare_scalar(self):
+        """Lines declaring the scalar accumulator(s)."""
+        lines = [f"{self.acc_t} {self.name} = {self.init()};"]
+        if self.nanflag:
+            lines.append(f"int {self.name}_nan = 0;")
+        if self.is_arg:
+            lines.append(f"int64_t {self.name}_i = 0;")
+        return lines
+
+    def declare_array(self, length, used):
+        """Lines declaring accumulator arrays of ``length`` elements, the first ``used`` (a C
+        expression) initialised."""
+        lines = [f"{self.acc_t} {self.name}[{length}];"]
+        init = f"{self.name}[k] = {self.init()};"
+        if self.is_arg:
+            lines.append(f"int64_t {self.name}_i[{length}];")
+            init += f" {self.name}_i[k] = 0;"
+        lines.append(f"for (int64_t k = 0; k < {used}; ++k) {{ {init} }}")
+        return lines
 
     def _op(self):
         """The reduction as applied: bool sums / products / max / min are or / and."""
@@ -49,14 +95,16 @@ class Red:
         return self.kind
 
     def clause(self):
-        """OpenMP reduction clauses for the scalar accumulator form."""
+        """OpenMP reduction clauses for the scalar accumulator form ("" for argmax / argmin)."""
+        if self.is_arg:
+            return ""
         op = {"sum": "+", "prod": "*", "max": "max", "min": "min", "and": "&&", "or": "||"}
         out = f"reduction({op[self._op()]}:{self.name})"
         if self.nanflag:
             out += f" reduction(|:{self.name}_nan)"
         return out
 
-    def _update(self, acc, x, sticky_nan):
+    def _update(self, acc, x, sticky_nan, index=None, slot=""):
         k = self._op()
         if k == "sum":
             return f"{acc} += ({self.acc_t}){x};"
@@ -64,25 +112,45 @@ class Red:
             return f"{acc} *= ({self.acc_t}){x};"
         if k in ("and", "or"):
             return f"{acc} = {acc} {'&&' if k == 'and' else '||'} {x};"
-        cmp = ">" if k == "max" else "<"
+        cmp = ">" if k in ("max", "argmax") else "<"
+        if k in ARG_KINDS:
+            better = f"{x} {cmp} {acc}"
+            if F.has_nan(self.dt):   # the first NaN wins and stays
+                better = f"{acc} == {acc} && ({better} || {x} != {x})"
+            return (f"if ({better}) {{ {acc} = {x}; {self.name}_i{slot} = {index}; }}")
         if sticky_nan:   # NaN is sticky: once the accumulator is NaN no comparison replaces it
             return f"{acc} = ({x} {cmp} {acc} || {x} != {x}) ? {x} : {acc};"
         return f"{acc} = ({x} {cmp} {acc}) ? {x} : {acc};"
 
-    def update_scalar(self, x):
-        """Update of the scalar accumulator (max / min of floats record NaNs in a flag, which
-        OpenMP can combine across threads)."""
-        s = self._update(self.name, x, False)
+    def update_scalar(self, x, index=None):
+        """Update of the scalar accumulator with value ``x`` (at flat reduced index ``index``,
+        a C expression, for argmax / argmin); max / min of floats record NaNs in a flag, which
+        OpenMP can combine across threads."""
+        s = self._update(self.name, x, False, index)
         if self.nanflag:
             s += f" {self.name}_nan |= ({x} != {x});"
         return s
 
-    def update_array(self, slot, x):
-        """Update of accumulator array element ``slot`` (column reductions)."""
-        return self._update(slot, x, self.nanflag)
+    def update_array(self, x, index=None):
+        """Update of accumulator array element ``k - k0`` (column reductions)."""
+        slot = "[k - k0]"
+        return self._update(self.name + slot, x, self.nanflag, index, slot)
 
     def final_scalar(self):
+        if self.is_arg:
+            return f"{self.name}_i"
         value = F.acc_value(self.dt, self.name)   # low-precision floats round here
         if self.nanflag:
             return f"({self.name}_nan ? {F.literal(np.nan, self.dt)} : {value})"
         return value
+
+    def final_array(self):
+        """The value stored from accumulator array element ``k - k0``."""
+        if self.is_arg:
+            return f"{self.name}_i[k - k0]"
+        return F.acc_value(self.dt, f"{self.name}[k - k0]")
+
+    def trivial(self):
+        """The result when the reduced axes all have size 1 (the kernel stores it per
+        element)."""
+        return "((int64_t)0)" if self.is_arg else self.value

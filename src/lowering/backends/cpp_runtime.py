@@ -465,9 +465,10 @@ def launcher():
     inc = sysconfig.get_paths().get("include")
     try:
         source = _SOURCE + f"\n/* python {sys.version} numpy {np.__version__} */\n"
-        path = cache.build(source, compiler=compiler, tag="launcher",
-                           flags=("-O2", "-fPIC", "-shared", "-w", "-x", "c++"),
-                           extra_args=(f"-I{inc}", f"-I{np.get_include()}"))
+        _, path = cache.load(source, compiler=compiler, tag="launcher",
+                             flags=("-O2", "-fPIC", "-shared", "-w", "-x", "c++"),
+                             extra_args=(f"-I{inc}", f"-I{np.get_include()}"),
+                             symbols=("PyInit__starling_launcher",))
         loader = importlib.machinery.ExtensionFileLoader("_starling_launcher", path)
         spec = importlib.util.spec_from_file_location("_starling_launcher", path, loader=loader)
         module = importlib.util.module_from_spec(spec)

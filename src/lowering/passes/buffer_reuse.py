@@ -82,7 +82,9 @@ ALLOCATING = frozenset({
     "dot_general", "sort", "argsort", "searchsorted", "top_k", "cumsum", "cumprod", "cummax",
     "cummin", "gather", "scatter", "concatenate", "pad", "iota", "argwhere", "choose",
 })
-_NOT_ELEMENTWISE = frozenset(VIEW_PRIMITIVES) | {"real", "imag", "complex_pack"}
+# gather / scatter kernels read other positions than they write (cpp_indexing.py).
+_NOT_ELEMENTWISE = frozenset(VIEW_PRIMITIVES) | {"real", "imag", "complex_pack", "gather",
+                                                 "scatter"}
 
 
 def buffer_reuse(prog: Program, donated=None, min_bytes=None) -> Program:

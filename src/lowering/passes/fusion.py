@@ -30,16 +30,21 @@ from .dce import dce
 from .util import map_subprograms, with_eqns
 
 ELEMENTWISE, REDUCE, VIEW = "elementwise", "reduce", "view"
+# An equation the backend runs as a kernel of its own (e.g. gather / scatter): one group, which
+# no other equation joins.
+SINGLE = "single"
 VIEW_PRIMITIVES = frozenset({"broadcast_in_dim", "reshape", "squeeze", "transpose"})
+# argmax / argmin: reductions whose result is the (int64) position of the max / min.
+ARG_REDUCE_PRIMITIVES = frozenset({"argmax", "argmin"})
 REDUCE_PRIMITIVES = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
-                               "reduce_and", "reduce_or"})
+                               "reduce_and", "reduce_or"}) | ARG_REDUCE_PRIMITIVES
 
 
 class FusionPolicy:
     """What a backend can fuse. Override ``kind``; ``validate`` may reject a finished group."""
 
     def kind(self, eqn):
-        """ELEMENTWISE, REDUCE, VIEW or None (not fusible)."""
+        """ELEMENTWISE, REDUCE, VIEW, SINGLE or None (not fusible)."""
         name = eqn.primitive.name
         if name in VIEW_PRIMITIVES:
             return VIEW
@@ -110,6 +115,9 @@ class _Fuser:
             if kind in (ELEMENTWISE, REDUCE) and self._try_fuse(eqn, i, kind):
                 continue
             self._opaque(eqn, i, kind)
+            if kind == SINGLE:   # a kernel of its own: a fused group nothing joins (no shape)
+                self.groups[-1].fused = True
+                self.groups[-1].inputs = {v for v in eqn.invars if isinstance(v, Var)}
         return self._assemble()
 
     def _opaque(self, eqn, index, kind):

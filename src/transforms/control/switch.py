@@ -170,12 +170,13 @@ def _index_operand(op, index, n):
     return snp.astype(snp.clip(snp.astype(x, dtypes.int64), 0, n - 1), dtypes.int32)
 
 
-def _trace_branches(op, branches, leaves, in_tree):
+def _trace_branches(op, branches, names, leaves, in_tree):
+    """One Program per branch; ``names[i]`` is how errors call branch i (e.g. "true_fun")."""
     avals = [x.aval for x in leaves]
     progs, infos = [], []
-    for i, fn in enumerate(branches):
+    for fn, name in zip(branches, names):
         if not callable(fn):
-            raise TypeError(f"{op}: branch {i} is not callable: {fn!r}")
+            raise TypeError(f"{op}: {name} is not callable: {fn!r}")
         record = []
 
         def flat(*xs, fn=fn, record=record):
@@ -191,14 +192,19 @@ def _trace_branches(op, branches, leaves, in_tree):
     for i in range(1, len(progs)):
         paths, tree = infos[i]
         if tree != tree0:
-            raise TypeError(f"{op}: branch {i} returns a different structure than branch 0: "
-                            f"{tree} vs {tree0}")
+            raise TypeError(f"{op}: {names[i]} returns a different structure than {names[0]}: "
+                            f"{tree} vs {tree0}; {_same(op)}")
         for path, a, b in zip(paths0, out0, progs[i].out_avals):
             if a.shape != b.shape or a.dtype != b.dtype:
-                raise TypeError(f"{op}: branch {i} output {tree_util.path_str(path)} is "
-                                f"{b.str_short()} but branch 0 gives {a.str_short()}; all "
-                                "branches must return the same shapes and dtypes")
+                raise TypeError(f"{op}: {names[i]} output {tree_util.path_str(path)} is "
+                                f"{b.str_short()} but {names[0]} gives {a.str_short()}; "
+                                f"{_same(op)}")
     return progs, tree0
+
+
+def _same(op):
+    return ("true_fun and false_fun must return the same structure, shapes and dtypes"
+            if op == "cond" else "all branches must return the same structure, shapes and dtypes")
 
 
 def _close_branches(progs):
@@ -235,10 +241,17 @@ def switch(index, branches, *operands):
     branches = list(branches)
     if not branches:
         raise ValueError("switch: branches must not be empty")
-    idx = _index_operand("switch", index, len(branches))
+    return _switch("switch", index, branches, [f"branch {i}" for i in range(len(branches))],
+                   operands)
+
+
+def _switch(op, index, branches, names, operands):
+    """``switch`` as the user-facing ``op`` calls it: errors say ``op`` and ``names[i]`` for
+    branch i (cond: "false_fun", "true_fun")."""
+    idx = _index_operand(op, index, len(branches))
     leaves, in_tree = tree_util.flatten(operands)
-    leaves = [operand(x, "switch") for x in leaves]
-    progs, out_tree = _trace_branches("switch", branches, leaves, in_tree)
+    leaves = [operand(x, op) for x in leaves]
+    progs, out_tree = _trace_branches(op, branches, names, leaves, in_tree)
     closed, consts = _close_branches(progs)
     outs = switch_p.bind(idx, *consts, *leaves, branches=tuple(closed))
     return tree_util.unflatten(out_tree, outs)
@@ -249,8 +262,13 @@ def cond(pred, true_fun, false_fun, *operands):
 
     Args:
         pred: a scalar bool or integer (Python value or 0-d array); nonzero means true.
+        true_fun, false_fun: callables taking ``*operands`` and returning pytrees of arrays of
+            the same structure, shapes and dtypes.
+        operands: pytrees of arrays passed to the chosen function.
     Raises:
-        TypeError: non-scalar or non-bool/int ``pred``; branches with different outputs.
+        TypeError: non-scalar or non-bool/int ``pred``; a function that is not callable, or
+            ``true_fun`` and ``false_fun`` returning different structures, shapes or dtypes
+            (the message names them and the first differing leaf path).
     """
     if isinstance(pred, (float, complex)):
         raise TypeError(f"cond: pred must be a scalar bool or integer, got {type(pred).__name__}")
@@ -263,4 +281,4 @@ def cond(pred, true_fun, false_fun, *operands):
         pred = R.snp().not_equal(p, 0)
     else:
         pred = bool(pred)
-    return switch(pred, [false_fun, true_fun], *operands)
+    return _switch("cond", pred, [false_fun, true_fun], ["false_fun", "true_fun"], operands)
