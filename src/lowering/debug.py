@@ -46,12 +46,14 @@ import hashlib
 import json
 import math
 import os
+import threading
 
 import numpy as np
 
 from ..core.trace import EvalTrace, _current, current_trace
 
-__all__ = ["DebugMode", "debug_mode", "debug_diff", "DebugDiff", "active", "active_trace"]
+__all__ = ["DebugMode", "debug_mode", "debug_diff", "DebugDiff", "active", "active_trace",
+           "log_document", "write_log"]
 
 _LOG_FORMAT = "starling-debug-log"
 _LOG_VERSION = 1
@@ -149,6 +151,29 @@ def _describe(buf, weak, with_checksum):
     return d
 
 
+# ---- the log file ---------------------------------------------------------------------------------
+
+def log_document(records, *, label=None, checksums=False, truncated=False, meta=None) -> dict:
+    """The JSON document of a log: ``records`` (dicts as in the module docstring; writers may add
+    keys of their own, e.g. the flight recorder's ``state`` / ``start`` / ``end``), a free-text
+    ``label``, whether values carry checksums, whether records were dropped (``truncated``) and
+    ``meta``, a dict of facts about the whole log."""
+    return {"format": _LOG_FORMAT, "version": _LOG_VERSION, "label": _jsonable(label),
+            "checksums": bool(checksums), "truncated": bool(truncated),
+            "meta": _jsonable(dict(meta or {})), "records": list(records)}
+
+
+def write_log(path, document) -> str:
+    """Writes a ``log_document`` as JSON to ``path`` atomically (a temporary file, then rename:
+    a reader never sees half a log, even when the writer is killed)."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}-{threading.get_ident()}"
+    with open(tmp, "w") as f:
+        json.dump(document, f)
+    os.replace(tmp, path)
+    return path
+
+
 # ---- the mode -----------------------------------------------------------------------------------
 
 class DebugMode:
@@ -162,6 +187,7 @@ class DebugMode:
         label: free text saved with the log (e.g. the configuration of the run).
     Attributes:
         records: list of dicts (see the module docstring).
+        meta: dict of facts about the whole log (who wrote it, why), saved with it.
     """
 
     def __init__(self, checksums=False, params=True, max_records=None, label=None):
@@ -171,6 +197,7 @@ class DebugMode:
         self.label = label
         self.records = []
         self.truncated = False
+        self.meta = {}
         self._depth = 0
         self._tokens = []
         self._eager_trace = DebugTrace(self, "eager")
@@ -258,18 +285,12 @@ class DebugMode:
         return out
 
     def to_json(self) -> dict:
-        return {"format": _LOG_FORMAT, "version": _LOG_VERSION, "label": _jsonable(self.label),
-                "checksums": self.checksums, "truncated": self.truncated,
-                "records": [r for r in self.records if r is not None]}
+        return log_document([r for r in self.records if r is not None], label=self.label,
+                            checksums=self.checksums, truncated=self.truncated, meta=self.meta)
 
     def save_logs(self, path):
         """Writes the records as JSON to ``path`` (atomically: a temporary file, then rename)."""
-        path = os.fspath(path)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w") as f:
-            json.dump(self.to_json(), f)
-        os.replace(tmp, path)
-        return path
+        return write_log(path, self.to_json())
 
     @classmethod
     def load_logs(cls, path) -> "DebugMode":
@@ -295,6 +316,7 @@ class DebugMode:
         dm = cls(checksums=data.get("checksums", False), label=data.get("label"))
         dm.records = list(data["records"])
         dm.truncated = bool(data.get("truncated", False))
+        dm.meta = dict(data.get("meta") or {})
         return dm
 
     def __repr__(self):
@@ -375,28 +397,43 @@ def _close(x, y, rtol, atol):
     return abs(x - y) <= atol + rtol * max(abs(x), abs(y))
 
 
-def _compare_values(what, va, vb, rtol, atol, exact):
+def _compare_values(what, va, vb, rtol=1e-5, atol=1e-8, exact=False, names=("a", "b")):
+    """Differences between two lists of value descriptions (shape, dtype, checksums), as
+    readable strings naming the sides ``names``."""
+    na, nb = names
     diffs = []
     if len(va) != len(vb):
-        return [f"{what}: {len(va)} (a) vs {len(vb)} (b)"]
+        return [f"{what}: {len(va)} ({na}) vs {len(vb)} ({nb})"]
     for i, (x, y) in enumerate(zip(va, vb)):
         tag = f"{what}[{i}]"
         if x["shape"] != y["shape"]:
-            diffs.append(f"{tag} shape {tuple(x['shape'])} (a) vs {tuple(y['shape'])} (b)")
+            diffs.append(f"{tag} shape {tuple(x['shape'])} ({na}) vs {tuple(y['shape'])} ({nb})")
         if x["dtype"] != y["dtype"]:
-            diffs.append(f"{tag} dtype {x['dtype']} (a) vs {y['dtype']} (b)")
+            diffs.append(f"{tag} dtype {x['dtype']} ({na}) vs {y['dtype']} ({nb})")
         ca, cb = x.get("checksum"), y.get("checksum")
         if ca and cb and not diffs:
             if exact and ca["hash"] != cb["hash"]:
                 diffs.append(f"{tag} bytes differ (hash {ca['hash']} vs {cb['hash']})")
             for key in ("nan", "inf"):
                 if ca[key] != cb[key]:
-                    diffs.append(f"{tag} {key} count {ca[key]} (a) vs {cb[key]} (b)")
+                    diffs.append(f"{tag} {key} count {ca[key]} ({na}) vs {cb[key]} ({nb})")
             for key in ("sum", "sumsq"):
                 if not _close(ca[key], cb[key], rtol, atol):
-                    diffs.append(f"{tag} checksum {key} {ca[key]!r} (a) vs {cb[key]!r} (b) "
+                    diffs.append(f"{tag} checksum {key} {ca[key]!r} ({na}) vs {cb[key]!r} ({nb}) "
                                  f"beyond rtol={rtol}, atol={atol}")
     return diffs
+
+
+def params_difference(pa, pb, names=("a", "b")):
+    """The parameters that differ between two records' ``params``, as one readable string (or
+    None when they agree)."""
+    pa, pb = pa or {}, pb or {}
+    if pa == pb:
+        return None
+    keys = sorted(set(pa) | set(pb))
+    changed = [k for k in keys if pa.get(k) != pb.get(k)]
+    return "params differ: " + ", ".join(
+        f"{k}={pa.get(k)!r} ({names[0]}) vs {pb.get(k)!r} ({names[1]})" for k in changed)
 
 
 def debug_diff(a, b, *, rtol=1e-5, atol=1e-8, exact=False, compare_params=True,
@@ -422,12 +459,10 @@ def debug_diff(a, b, *, rtol=1e-5, atol=1e-8, exact=False, compare_params=True,
         else:
             diffs += _compare_values("input", x["inputs"], y["inputs"], rtol, atol, exact)
             diffs += _compare_values("output", x["outputs"], y["outputs"], rtol, atol, exact)
-            if compare_params and x.get("params") != y.get("params"):
-                keys = sorted(set(x.get("params", {})) | set(y.get("params", {})))
-                changed = [k for k in keys if x["params"].get(k) != y["params"].get(k)]
-                diffs.append("params differ: " + ", ".join(
-                    f"{k}={x['params'].get(k)!r} (a) vs {y['params'].get(k)!r} (b)"
-                    for k in changed))
+            changed = params_difference(x.get("params"), y.get("params")) if compare_params \
+                else None
+            if changed:
+                diffs.append(changed)
         if diffs:
             ctx = [_one_line(r) for r in ra[max(0, i - context):i]]
             return DebugDiff(True, i, x, y, diffs, ctx, n)
