@@ -4,8 +4,11 @@ communicator. Collective primitives read it (``current_spmd``) to find their gro
 from __future__ import annotations
 
 import contextvars
+import weakref
 
 _CTX = contextvars.ContextVar("starling_spmd", default=None)
+_DEFAULT_TIMEOUT = [None]
+_MESH_TIMEOUTS = weakref.WeakKeyDictionary()
 
 
 class CollectiveError(RuntimeError):
@@ -42,6 +45,10 @@ class SpmdContext:
             g = self._groups[axes] = (devs, devs.index(self.device))
         return g
 
+    def peek_seq(self, group) -> int:
+        """The sequence number the next collective of ``group`` will get."""
+        return self._seq.get(group, 0)
+
     def next_seq(self, group) -> int:
         n = self._seq.get(group, 0)
         self._seq[group] = n + 1
@@ -62,3 +69,25 @@ def set_spmd(ctx):
 
 def reset_spmd(token):
     _CTX.reset(token)
+
+
+# ---- timeouts -----------------------------------------------------------------------------------
+
+def collective_timeout(mesh=None):
+    """Seconds an SPMD collective over ``mesh`` waits for its peers: the mesh's own setting,
+    else the default (``starling.distributed.set_timeout``); None waits forever."""
+    if mesh is not None:
+        t = _MESH_TIMEOUTS.get(mesh)
+        if t is not None:
+            return t
+    return _DEFAULT_TIMEOUT[0]
+
+
+def set_collective_timeout(seconds, mesh=None):
+    """Sets the default timeout (``mesh=None``) or one mesh's (None: back to the default)."""
+    if mesh is None:
+        _DEFAULT_TIMEOUT[0] = seconds
+    elif seconds is None:
+        _MESH_TIMEOUTS.pop(mesh, None)
+    else:
+        _MESH_TIMEOUTS[mesh] = seconds

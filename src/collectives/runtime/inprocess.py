@@ -19,6 +19,8 @@ joined, or that two different operations meet at, fails with a CollectiveError n
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import queue
 import threading
@@ -28,9 +30,12 @@ import numpy as np
 
 from ...core import dtypes
 from ...core.placements import chunk_bounds
-from .context import CollectiveError, CollectiveTimeout, SpmdContext, reset_spmd, set_spmd
+from . import flight_recorder
+from .context import (CollectiveError, CollectiveTimeout, SpmdContext, collective_timeout,
+                      reset_spmd, set_spmd)
 
 _PARALLEL_MIN = 1 << 16   # elements: below, every member reduces the whole buffer itself
+_STUCK_GRACE = 0.5        # seconds run_spmd still waits for a device stuck past a timeout
 
 
 def reduce_ufunc(op):
@@ -60,13 +65,37 @@ def _contiguous(x):
     return x if x.flags.c_contiguous else np.array(x, order="C")
 
 
+def _uneven_dims(uneven):
+    return () if uneven is None else (uneven,) if isinstance(uneven, int) else tuple(uneven)
+
+
 def _sig(name, x, uneven=None, **params):
     """What the members of a collective must agree on: the operation, its parameters, the
     dtype and the shape (dims in ``uneven``, which may differ between members, shown as *)."""
-    skip = () if uneven is None else (uneven,) if isinstance(uneven, int) else uneven
+    skip = _uneven_dims(uneven)
     shape = ",".join("*" if i in skip else str(n) for i, n in enumerate(np.shape(x)))
     args = ", ".join(f"{k}={v}" for k, v in params.items())
     return f"{name}({args}) of {np.dtype(x.dtype).name}[{shape}]"
+
+
+def record_params(uneven=None, **params):
+    """A collective's parameters as the flight recorder files them: JSON-safe, with the dims
+    that may differ between members as ``free_dims`` (shared by every runtime, so that dumps
+    of in-process and MPI runs read alike)."""
+    out = {k: [list(p) for p in v] if k == "perm" else v for k, v in params.items()}
+    out["free_dims"] = sorted(_uneven_dims(uneven))
+    return out
+
+
+def gather_params(axis, tiled) -> dict:
+    """Flight-recorder params of an all_gather: tiled pieces may differ along ``axis``."""
+    return record_params(axis if tiled else None, axis=axis, tiled=tiled)
+
+
+def all_to_all_params(split_axis, concat_axis, tiled) -> dict:
+    """Flight-recorder params of an all_to_all: tiled blocks may be uneven along both axes."""
+    return record_params((split_axis, concat_axis) if tiled else None, split_axis=split_axis,
+                         concat_axis=concat_axis, tiled=tiled)
 
 
 class _Rendezvous:
@@ -99,11 +128,29 @@ class _Rendezvous:
         self.barrier.abort()
 
 
+class _Disagreement(CollectiveError):
+    """The members of a rendezvous called different collectives, or one finished without it."""
+
+
+def rv_error(e) -> bool:
+    return isinstance(e, _Disagreement)
+
+
+_RUNS = itertools.count()
+
+
+def participant(device) -> str:
+    """A device's name in flight-recorder logs ("cpu3")."""
+    return f"{device.platform}{device.id}"
+
+
 class InProcessComm:
     """Collectives between the devices of one mesh inside this process (see module docstring).
 
-    ``timeout`` (seconds or None) bounds every wait; a collective that times out raises
-    CollectiveTimeout naming the devices that did not arrive.
+    ``timeout`` (seconds, or None for the mesh's / default setting: ``collective_timeout``)
+    bounds every wait; a collective that times out raises CollectiveTimeout naming the devices
+    that did not arrive. Every collective is recorded by the flight recorder, which dumps one
+    log per device when one times out or the members disagree.
     """
 
     def __init__(self, mesh, timeout=None):
@@ -113,8 +160,48 @@ class InProcessComm:
         self._rvs = {}
         self._failed = None
         self._done = set()   # devices whose computation has returned
+        self._run = next(_RUNS)
+        self._names = {}
 
     # ---- rendezvous ----------------------------------------------------------------------------
+    def _group_names(self, devs):
+        names = self._names.get(devs)
+        if names is None:
+            members = [participant(d) for d in devs]
+            names = self._names[devs] = (f"run{self._run}[{','.join(members)}]", members)
+        return names
+
+    @contextlib.contextmanager
+    def _session(self, ctx, axes, payload, x, op, uneven=None, **params):
+        """One collective of this device: meets the group (deposits ``payload``; ``op`` and
+        ``params`` must agree across the members, the dims in ``uneven`` of ``x`` may differ),
+        yields (rendezvous, my rank) and records it in the flight recorder."""
+        devs, rank = ctx.group(axes)
+        group, members = self._group_names(devs)
+        entry = flight_recorder.record_start(
+            op, members[rank], group, members, ctx.peek_seq(devs), np.shape(x), x.dtype,
+            source="inprocess", params=dict(record_params(uneven, **params), axes=list(axes)))
+        rv = None
+        try:
+            key, rv, rank = self._meet(ctx, axes, payload, _sig(op, x, uneven, **params))
+        except CollectiveTimeout as e:
+            flight_recorder.record_end(entry, "timeout", e)
+            raise
+        except CollectiveError as e:   # the members disagree, or a failure elsewhere aborted
+            flight_recorder.record_end(entry, "error" if rv_error(e) else "aborted", e)
+            raise
+        try:
+            yield rv, rank
+            flight_recorder.record_end(entry, "completed")
+        except CollectiveTimeout as e:
+            flight_recorder.record_end(entry, "timeout", e)
+            raise
+        except BaseException as e:
+            flight_recorder.record_end(entry, "error", e)
+            raise
+        finally:
+            self._leave(key, rv)
+
     def _meet(self, ctx, axes, payload, op):
         devs, rank = ctx.group(axes)
         seq = ctx.next_seq(devs)
@@ -153,16 +240,19 @@ class InProcessComm:
                     self._check_finished(rv)
 
     def _wait(self, rv, devs, op):
+        timeout = self.timeout if self.timeout is not None else collective_timeout(self.mesh)
         try:
-            rv.barrier.wait(self.timeout)
+            rv.barrier.wait(timeout)
         except threading.BrokenBarrierError:
             if rv.error is not None:
-                raise CollectiveError(rv.error) from None
+                raise _Disagreement(f"{rv.error}; flight recorder dumps: "
+                                    f"{flight_recorder.dump_dir()}") from None
             if self._failed is not None:
                 raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})") from None
             missing = [d for d, s in zip(devs, rv.slots) if s is None]
-            raise CollectiveTimeout(f"{op}: timed out after {self.timeout} s waiting for "
-                                    f"{missing} (group {list(devs)})", missing) from None
+            raise CollectiveTimeout(f"{op}: timed out after {timeout} s waiting for {missing} "
+                                    f"(group {list(devs)}); flight recorder dumps: "
+                                    f"{flight_recorder.dump_dir()}", missing) from None
 
     def _leave(self, key, rv):
         with self._lock:
@@ -187,8 +277,7 @@ class InProcessComm:
         if n == 1:
             return finish_reduce(x.copy(), op, 1, x.dtype)
         out = np.empty_like(x)
-        key, rv, rank = self._meet(ctx, axes, (x, out), _sig("all_reduce", x, op=op))
-        try:
+        with self._session(ctx, axes, (x, out), x, "all_reduce", op=op) as (rv, rank):
             fn = reduce_ufunc(op)
             acc_dt = accumulation_dtype(x.dtype)
             flat = [s[0].reshape(-1) for s in rv.slots]
@@ -200,8 +289,6 @@ class InProcessComm:
                 for _, o in rv.slots:
                     o.reshape(-1)[lo:hi] = part
                 self._wait(rv, devs, "all_reduce")
-        finally:
-            self._leave(key, rv)
         return out
 
     @staticmethod
@@ -216,13 +303,10 @@ class InProcessComm:
         if len(devs) == 1:
             return np.array(x) if tiled else np.expand_dims(x, axis).copy()
         x = np.asarray(x)
-        key, rv, _ = self._meet(ctx, axes, x, _sig("all_gather", x, axis=axis, tiled=tiled,
-                                                   uneven=axis if tiled else None))
-        try:
+        with self._session(ctx, axes, x, x, "all_gather", uneven=axis if tiled else None,
+                           axis=axis, tiled=tiled) as (rv, _):
             parts = list(rv.slots)
             return np.concatenate(parts, axis) if tiled else np.stack(parts, axis)
-        finally:
-            self._leave(key, rv)
 
     def reduce_scatter(self, ctx, x, axes, op, dim, tiled):
         devs, rank = ctx.group(axes)
@@ -231,9 +315,8 @@ class InProcessComm:
         if n == 1:
             out = x if tiled else np.take(x, 0, axis=dim)
             return finish_reduce(np.array(out), op, 1, x.dtype)
-        key, rv, rank = self._meet(ctx, axes, x, _sig("reduce_scatter", x, op=op, dim=dim,
-                                                       tiled=tiled))
-        try:
+        with self._session(ctx, axes, x, x, "reduce_scatter", op=op, dim=dim,
+                           tiled=tiled) as (rv, rank):
             if tiled:
                 lo, hi = chunk_bounds(x.shape[dim], n, rank)
                 idx = (slice(None),) * dim + (slice(lo, hi),)
@@ -244,8 +327,6 @@ class InProcessComm:
             for s in rv.slots[1:]:
                 fn(acc, s[idx], out=acc)
             return finish_reduce(acc, op, n, x.dtype)
-        finally:
-            self._leave(key, rv)
 
     def all_to_all(self, ctx, x, axes, split_axis, concat_axis, tiled):
         devs, rank = ctx.group(axes)
@@ -253,10 +334,10 @@ class InProcessComm:
         x = np.asarray(x)
         if n == 1:
             return np.array(x) if tiled else np.array(x)
-        key, rv, rank = self._meet(ctx, axes, x, _sig(
-            "all_to_all", x, split_axis=split_axis, concat_axis=concat_axis, tiled=tiled,
-            uneven=(split_axis, concat_axis) if tiled else None))
-        try:
+        with self._session(ctx, axes, x, x, "all_to_all",
+                           uneven=(split_axis, concat_axis) if tiled else None,
+                           split_axis=split_axis, concat_axis=concat_axis,
+                           tiled=tiled) as (rv, rank):
             if tiled:
                 pieces = []
                 for s in rv.slots:
@@ -265,34 +346,26 @@ class InProcessComm:
                 return np.concatenate(pieces, concat_axis)
             pieces = [np.take(s, rank, axis=split_axis) for s in rv.slots]
             return np.stack(pieces, concat_axis)
-        finally:
-            self._leave(key, rv)
 
     def ppermute(self, ctx, x, axes, perm):
         devs, rank = ctx.group(axes)
         x = np.asarray(x)
-        key, rv, rank = self._meet(ctx, axes, x, _sig("ppermute", x, perm=perm)) \
-            if len(devs) > 1 else \
-            (None, None, 0)
-        try:
+        if len(devs) == 1:
+            src = next((s for s, d in perm if d == rank), None)
+            return np.zeros_like(x) if src is None else np.array(x)
+        with self._session(ctx, axes, x, x, "ppermute", perm=perm) as (rv, rank):
             src = next((s for s, d in perm if d == rank), None)
             if src is None:
                 return np.zeros_like(x)
-            return np.array(rv.slots[src] if rv is not None else x)
-        finally:
-            if rv is not None:
-                self._leave(key, rv)
+            return np.array(rv.slots[src])
 
     def broadcast(self, ctx, x, axes, root):
         devs, rank = ctx.group(axes)
         if len(devs) == 1:
             return np.array(x)
         x = np.asarray(x)
-        key, rv, rank = self._meet(ctx, axes, x, _sig("broadcast", x, root=root))
-        try:
+        with self._session(ctx, axes, x, x, "broadcast", root=root) as (rv, rank):
             return np.array(rv.slots[root])
-        finally:
-            self._leave(key, rv)
 
 
 # ---- device worker threads ---------------------------------------------------------------------
@@ -388,12 +461,18 @@ def run_spmd(mesh, fn, comm=None, devices=None):
         failed = [f for f in done if f.exception() is not None]
         if failed:
             comm.abort(repr(failed[0].exception()))
-        wait(pending)
-    errors = [f.exception() for f in futs if f.exception() is not None]
+        # A timeout means some device is stuck outside the collectives, where nothing can
+        # interrupt it: report after a grace period instead of hanging with it. (Its worker
+        # finishes the stuck call later; work queued for it meanwhile waits its turn.)
+        stuck = any(isinstance(f.exception(), CollectiveTimeout) for f in failed)
+        wait(pending, timeout=_STUCK_GRACE if stuck else None)
+    errors = [f.exception() for f in futs if f.done() and f.exception() is not None]
     if errors:
         comm.abort(repr(errors[0]))
-        primary = [e for e in errors if not isinstance(e, CollectiveError)]
-        raise (primary or errors)[0]
+        # the cause, not its echo: a device's own error, else a timeout, else an abort
+        primary = ([e for e in errors if not isinstance(e, CollectiveError)]
+                   or [e for e in errors if isinstance(e, CollectiveTimeout)] or errors)
+        raise primary[0]
     return [f.result() for f in futs]
 
 
