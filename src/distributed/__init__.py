@@ -6,6 +6,13 @@ meshes span processes, and shard_map / compiled sharded programs run their colle
 The eager process-group API uses PyTorch's names (``all_reduce``, ``all_gather``,
 ``reduce_scatter``, ``all_to_all``, ``broadcast``, ``send``, ``recv``, ``barrier``,
 ``new_group``, ``split_group``); arrays are immutable, so each returns its result.
+Object collectives (``broadcast_object``, ``all_gather_object``, ``send_object`` /
+``recv_object``) move Python values in a safe encoding (no pickle unless ``allow_pickle``);
+``Window`` gives one-sided access (put / get / accumulate) to buffers on other processes.
+
+Observability: ``set_timeout`` bounds collectives; a hung one raises ``CollectiveTimeout``
+naming the ranks that never arrived, and the flight recorder (``flight_recorder``) dumps every
+rank's recent collectives for ``python -m starling.distributed.flight_recorder DIR``.
 """
 from ..collectives.runtime.context import CollectiveError, CollectiveTimeout  # noqa: F401
 from ..collectives.runtime import inprocess as _inprocess
@@ -14,6 +21,9 @@ from .failures import RankFailure  # noqa: F401
 from .group import (NON_GROUP_MEMBER, MPIBackend, ProcessGroup, Work, all_gather,  # noqa: F401
                     all_reduce, all_to_all, barrier, broadcast, get_backend_impl, new_group,
                     recv, reduce_scatter, register_backend, send, set_timeout, split_group)
+from . import flight_recorder  # noqa: F401
+from .objects import all_gather_object, broadcast_object, recv_object, send_object  # noqa: F401
+from .window import Window  # noqa: F401
 from .runtime import (DistributedError, get_rank, get_world_size, initialize,  # noqa: F401
                       is_initialized, local_rank, shutdown, world_group)
 
@@ -32,4 +42,5 @@ __all__ = ["initialize", "is_initialized", "shutdown", "get_rank", "get_world_si
            "broadcast", "send", "recv", "barrier", "Work", "set_timeout", "RankFailure",
            "CollectiveTimeout", "CollectiveError", "DistributedError", "register_backend",
            "get_backend_impl", "MPIBackend", "make_array_from_process_local_data",
-           "process_allgather"]
+           "process_allgather", "broadcast_object", "all_gather_object", "send_object",
+           "recv_object", "Window", "flight_recorder"]

@@ -20,9 +20,10 @@ import numpy as np
 
 from ..arrays.array import wrap
 from ..arrays.convert import operand
+from ..collectives.runtime.context import set_collective_timeout
 from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
-from . import runtime
-from .failures import guarded
+from . import arrival, flight_recorder, runtime
+from .failures import complete, guarded, timed_out
 from .mpi_types import mpi_op, mpi_view
 
 _OPS = ("sum", "avg", "max", "min", "prod")
@@ -46,13 +47,17 @@ class ProcessGroup:
     """A set of processes with an MPI communicator. ``ranks``: their world ranks, in group
     order; ``rank()``: this process's rank in the group; ``size()``."""
 
-    def __init__(self, comm, ranks, name="group", backend="mpi"):
+    def __init__(self, comm, ranks, name="group", backend="mpi", uid=None):
         self.comm = comm
         self.ranks = list(ranks)
         self.name = name
         self.backend = backend
         self.timeout = None
         self.pre_hooks, self.post_hooks = [], []
+        # the job-wide id every member computes alike: arrival tracking and the flight recorder
+        self.uid = name if uid is None else uid
+        self._splits = 0
+        arrival.attach(comm, self.uid, self.ranks)
 
     def rank(self) -> int:
         return self.comm.Get_rank()
@@ -80,26 +85,41 @@ def _timeout(group, timeout):
 
 
 def set_timeout(seconds, group=None):
-    """Default timeout (seconds, None for none) of collectives on ``group`` (default: every
-    group without its own).
+    """Timeout (seconds; None waits forever) of the collectives of ``group``.
 
+    A collective still waiting after it raises ``CollectiveTimeout`` naming the ranks that never
+    entered it, and the flight recorder dumps every rank's history. ``timeout=`` of a single
+    call overrides it.
+
+    Args:
+        seconds: a positive number, or None.
+        group: a ProcessGroup (its eager collectives), a ``Mesh`` (its SPMD collectives: shard_map
+            and compiled sharded programs, in-process or on MPI), or None: the default of every
+            group and mesh without its own setting.
     Raises:
         ValueError: a non-positive timeout.
+        TypeError: ``group`` is neither a ProcessGroup, a Mesh nor None.
     """
-    if seconds is not None and not seconds > 0:
+    if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
         raise ValueError(f"set_timeout: seconds must be positive or None, got {seconds!r}")
+    from ..collectives.mesh import Mesh
     if group is None:
         runtime.set_default_timeout(seconds)
+    elif isinstance(group, Mesh):
+        set_collective_timeout(seconds, group)
     else:
         _group(group).timeout = seconds
 
 
 class Work:
     """A collective in flight (``async_op=True``). ``wait(timeout=None)`` finishes it and returns
-    the result; ``is_completed()``; ``exception()`` (None, or the error it ended with)."""
+    the result (``timeout``: seconds, else the group's; past it, CollectiveTimeout naming the
+    ranks that never arrived); ``is_completed()``; ``exception()`` (None, or the error it ended
+    with)."""
 
-    def __init__(self, run):
+    def __init__(self, run, expire=None):
         self._run = run
+        self._expire = expire
         self._result = None
         self._error = None
         self._done = False
@@ -125,11 +145,15 @@ class Work:
             self._finish(True)
         else:
             deadline = time.monotonic() + timeout
+            delay = 1e-4
             while not self._finish(False):
                 if time.monotonic() > deadline:
+                    if self._expire is not None:
+                        raise self._expire(timeout)
                     from ..collectives.runtime.context import CollectiveTimeout
                     raise CollectiveTimeout(f"Work.wait: not complete after {timeout} s")
-                time.sleep(1e-4)
+                time.sleep(delay)
+                delay = min(delay * 2, 5e-3)
         if self._error is not None:
             raise self._error
         return self._result
@@ -144,9 +168,10 @@ class Work:
 _PENDING = object()
 
 
-def _call(op, group, x, timeout, async_op, start, finish, blocking=None):
+def _call(op, group, x, timeout, async_op, start, finish, blocking=None, **record):
     """Runs one eager collective: ``start()`` returns an MPI request, ``blocking()`` does the
-    same with the blocking call (used when no timeout applies), ``finish()`` the result."""
+    same with the blocking call (used when no timeout applies), ``finish()`` the result.
+    ``record``: flight-recorder details (``params``; ``kind``, ``peer``, ``tag`` of messages)."""
     for hook in group.pre_hooks:
         hook(op, group, x)
 
@@ -159,23 +184,20 @@ def _call(op, group, x, timeout, async_op, start, finish, blocking=None):
     t = _timeout(group, timeout)
     if not async_op:
         guarded(op, group.comm, t, start, shapes=getattr(x, "shape", ()),
-                dtype=getattr(x, "dtype", None), blocking=blocking)
+                dtype=getattr(x, "dtype", None), blocking=blocking, **record)
         return done()
-    state = {}
+    if blocking is not None:   # a rank calling it blocking would never match: file the mode
+        record["params"] = dict(record.get("params") or {}, mode="nonblocking")
+    rec = flight_recorder.begin(op, group.comm, getattr(x, "shape", ()),
+                                getattr(x, "dtype", None), **record)
+    req = start()   # started (and recorded) now; Work.wait() bounds the wait by the timeout
 
     def run(block):
-        if "started" not in state:
-            state["started"] = True
-            state["req"] = start()
-        if block:
-            req = state.pop("req")
-            guarded(op, group.comm, t, lambda: req, shapes=getattr(x, "shape", ()),
-                    dtype=getattr(x, "dtype", None))
-            return done()
-        if state["req"].Test():
+        if block or req.Test():
+            complete(rec, group.comm, t, req)
             return done()
         return _PENDING
-    return Work(run)
+    return Work(run, lambda seconds: timed_out(rec, group.comm, seconds, req))
 
 
 def _buf(x, op):
@@ -206,7 +228,8 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
                                            op=mpi_op("sum" if op == "avg" else op, acc)),
                  lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), a.weak_type),
                  lambda: g.comm.Allreduce(mpi_view(send), mpi_view(out),
-                                          op=mpi_op("sum" if op == "avg" else op, acc)))
+                                          op=mpi_op("sum" if op == "avg" else op, acc)),
+                 params={"op": op})
 
 
 def all_gather(x, group=None, async_op=False, timeout=None):
@@ -245,7 +268,8 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
                  lambda: wrap(finish_reduce(out, op, n, b.dtype), a.weak_type),
                  lambda: g.comm.Reduce_scatter_block(
                      mpi_view(send), mpi_view(out),
-                     op=mpi_op("sum" if op == "avg" else op, acc)))
+                     op=mpi_op("sum" if op == "avg" else op, acc)),
+                 params={"op": op})
 
 
 def all_to_all(x, group=None, async_op=False, timeout=None):
@@ -278,20 +302,44 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
     return _call("broadcast", g, b, timeout, async_op,
                  lambda: g.comm.Ibcast(mpi_view(out), root=src),
                  lambda: wrap(out, a.weak_type),
-                 lambda: g.comm.Bcast(mpi_view(out), root=src))
+                 lambda: g.comm.Bcast(mpi_view(out), root=src),
+                 params={"src": src})
+
+
+def peer_rank(g, rank, what, op):
+    """``rank`` checked as a member of ``g`` (the peer of a message).
+
+    Raises:
+        ValueError: not an int in ``[0, g.size())``.
+    """
+    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) \
+            or not 0 <= rank < g.size():
+        raise ValueError(f"{op}: {what} must be a rank of the group in [0, {g.size()}), "
+                         f"got {rank!r}")
+    return int(rank)
 
 
 def send(x, dst, group=None, tag=0, timeout=None):
-    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI)."""
+    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI).
+
+    Raises:
+        ValueError: ``dst`` is not a rank of the group.
+    """
     g = _group(group)
+    dst = peer_rank(g, dst, "dst", "send")
     a, b = _buf(x, "send")
     _call("send", g, b, timeout, False, lambda: g.comm.Isend(mpi_view(b), dest=dst, tag=tag),
-          lambda: None)
+          lambda: None, kind="send", peer=dst, tag=tag)
 
 
 def recv(like, src, group=None, tag=0, timeout=None):
-    """Receives an array shaped like ``like`` (an Array, or ``(shape, dtype)``) from ``src``."""
+    """Receives an array shaped like ``like`` (an Array, or ``(shape, dtype)``) from ``src``.
+
+    Raises:
+        ValueError: ``src`` is not a rank of the group.
+    """
     g = _group(group)
+    src = peer_rank(g, src, "src", "recv")
     if isinstance(like, tuple):
         shape, dtype = like
         out = np.empty(shape, dtype)
@@ -299,7 +347,7 @@ def recv(like, src, group=None, tag=0, timeout=None):
         out = np.empty_like(np.asarray(operand(like, "recv")))
     _call("recv", g, out, timeout, False, lambda: g.comm.Irecv(mpi_view(out), source=src,
                                                                tag=tag),
-          lambda: None)
+          lambda: None, kind="recv", peer=src, tag=tag)
     return wrap(out)
 
 
@@ -310,27 +358,33 @@ def barrier(group=None, timeout=None):
           lambda: g.comm.Barrier())
 
 
-def new_group(ranks, timeout=None):
-    """A group of the given world ranks (each process calls it; non-members get
-    ``NON_GROUP_MEMBER``).
+_NEW_GROUPS = [0]
 
+
+def new_group(ranks, timeout=None):
+    """A group of the given world ranks. Every process calls it, in the same order as its other
+    ``new_group`` calls (as in PyTorch); non-members get ``NON_GROUP_MEMBER``.
+
+    Args:
+        ranks: distinct world ranks, in group order.
+        timeout: the group's default collective timeout (also bounds its creation).
     Raises:
         ValueError: duplicate or out-of-range ranks.
+        CollectiveTimeout: a member did not come to create it within the timeout.
     """
     ranks = [int(r) for r in ranks]
     world = runtime.world_comm()
     if len(set(ranks)) != len(ranks) or any(not 0 <= r < world.Get_size() for r in ranks):
         raise ValueError(f"new_group: ranks must be distinct world ranks in "
                          f"[0, {world.Get_size()}), got {ranks}")
+    uid = f"new_group{_NEW_GROUPS[0]}{ranks}"
+    _NEW_GROUPS[0] += 1
     if runtime.get_rank() not in ranks:
         return NON_GROUP_MEMBER
-    wg = world.Get_group()
-    sub = wg.Incl(ranks)
-    comm = world.Create_group(sub, tag=11)
-    wg.Free()
-    sub.Free()
-    comm.Set_errhandler(runtime.mpi().ERRORS_RETURN)
-    g = ProcessGroup(comm, ranks, name=f"group{ranks}")
+    from .mpi_comm import create_group_comm
+    t = timeout if timeout is not None else runtime.default_timeout()
+    comm = create_group_comm(ranks, uid, t)
+    g = ProcessGroup(comm, ranks, name=f"group{ranks}", uid=uid)
     g.timeout = timeout
     return g
 
@@ -342,12 +396,14 @@ def split_group(color, key=None, group=None):
     g = _group(group)
     MPI = runtime.mpi()
     c = MPI.UNDEFINED if color is None else int(color)
+    g._splits += 1
     comm = g.comm.Split(c, g.rank() if key is None else int(key))
     if comm == MPI.COMM_NULL:
         return NON_GROUP_MEMBER
     comm.Set_errhandler(MPI.ERRORS_RETURN)
     ranks = comm.allgather(runtime.get_rank())
-    return ProcessGroup(comm, ranks, name=f"split{color}")
+    return ProcessGroup(comm, ranks, name=f"split{color}",
+                        uid=f"{g.uid}/split{g._splits}[{color}]{ranks}")
 
 
 # ---- backends ------------------------------------------------------------------------------------

@@ -6,23 +6,28 @@ Each process owns one device of such a mesh; the group of a collective (the devi
 mesh coordinates but the collective's axes) is an MPI communicator made once per group with
 ``Create_group`` (only the group's members take part) and cached.
 
-Mapping: all_reduce -> Allreduce; all_gather -> Allgatherv (uneven pieces) along the gathered
-axis; reduce_scatter -> Reduce_scatter with torch.chunk counts; all_to_all -> Alltoallv;
-ppermute -> Isend / Irecv pairs; broadcast -> Bcast. NumPy buffers are passed to MPI directly
+Mapping: all_reduce -> Allreduce; all_gather -> Allgatherv (uneven pieces: their lengths are
+exchanged first) along the gathered axis; reduce_scatter -> Reduce_scatter with torch.chunk
+counts; all_to_all -> Alltoall of the block lengths, then Alltoallv; ppermute -> Isend / Irecv
+pairs; broadcast -> Bcast. All nonblocking, so each is one timed operation. NumPy buffers are passed to MPI directly
 (no pickling); a non-leading axis is moved to the front first. Low-precision floats (float16,
 bfloat16, float8, float4) are reduced in float32 and rounded once, as the in-process runtime
 does. Every call goes through ``guarded`` (src/distributed/failures.py): a dead peer or a timeout
-becomes RankFailure / CollectiveTimeout, and the flight recorder logs it.
+becomes RankFailure / CollectiveTimeout (naming the ranks that never arrived), and the flight
+recorder logs it.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
+from ..collectives.runtime.context import collective_timeout
+from ..collectives.runtime.inprocess import (accumulation_dtype, all_to_all_params,
+                                             finish_reduce, gather_params)
 from ..core.placements import chunk_bounds
-from . import runtime
+from . import arrival, runtime
 from .failures import guarded
 from .mpi_types import mpi_op, mpi_view
+from .requests import Chain, InThread, Requests
 
 _GROUPS: dict = {}
 
@@ -39,11 +44,15 @@ def _vec(arr, counts, displs):
 
 
 class MPIComm:
-    """The communicator of one SPMD run over a multi-process mesh (one device per process)."""
+    """The communicator of one SPMD run over a multi-process mesh (one device per process).
+
+    ``timeout``: seconds each collective waits, or None for the mesh's / the default setting
+    (``starling.distributed.set_timeout``), read at every call.
+    """
 
     def __init__(self, mesh, timeout=None):
         self.mesh = mesh
-        self.timeout = runtime.default_timeout() if timeout is None else timeout
+        self.timeout = timeout
         local = mesh.local_devices
         if len(local) != 1:
             raise ValueError(
@@ -54,6 +63,9 @@ class MPIComm:
     def abort(self, reason):   # SPMD runs in this process have one device: nothing to unblock
         pass
 
+    def _timeout(self):
+        return self.timeout if self.timeout is not None else collective_timeout(self.mesh)
+
     # ---- groups ----------------------------------------------------------------------------------
     def group_comm(self, ctx, axes):
         """(MPI communicator of this device's group over ``axes``, my rank in it)."""
@@ -61,13 +73,12 @@ class MPIComm:
         key = tuple(d.process_index for d in devs)
         comm = _GROUPS.get(key)
         if comm is None:
-            world = runtime.world_comm()
-            g = world.Get_group().Incl(list(key))
-            comm = world.Create_group(g, tag=hash(key) & 0x7FFF)
-            g.Free()
-            comm.Set_errhandler(runtime.mpi().ERRORS_RETURN)
-            _GROUPS[key] = comm
+            comm = _create_group(key, self._timeout())
         return comm, rank
+
+    def _run(self, op, comm, start, x, params, blocking=None):
+        guarded(op, comm, self._timeout(), start, shapes=np.shape(x), dtype=np.asarray(x).dtype,
+                params=params, blocking=blocking)
 
     # ---- collectives -------------------------------------------------------------------------------
     def all_reduce(self, ctx, x, axes, op):
@@ -76,13 +87,11 @@ class MPIComm:
         acc = accumulation_dtype(x.dtype)
         send = x.astype(acc) if acc != x.dtype else x
         out = np.empty_like(send)
-        guarded("all_reduce", comm, self.timeout,
-                lambda: comm.Iallreduce(mpi_view(send), mpi_view(out),
-                                        op=mpi_op("sum" if op == "avg" else op, send.dtype)),
-                shapes=x.shape, dtype=x.dtype,
-                blocking=lambda: comm.Allreduce(mpi_view(send), mpi_view(out),
-                                                op=mpi_op("sum" if op == "avg" else op,
-                                                          send.dtype)))
+        mop = mpi_op("sum" if op == "avg" else op, send.dtype)
+        self._run("all_reduce", comm,
+                  lambda: comm.Iallreduce(mpi_view(send), mpi_view(out), op=mop),
+                  x, {"op": op, "axes": list(axes)},
+                  lambda: comm.Allreduce(mpi_view(send), mpi_view(out), op=mop))
         return finish_reduce(out, op, comm.Get_size(), x.dtype)
 
     def all_gather(self, ctx, x, axes, axis, tiled):
@@ -90,16 +99,31 @@ class MPIComm:
         x = np.asarray(x)
         front = _contig(np.moveaxis(x, axis, 0) if tiled else x[None])
         n = comm.Get_size()
-        lead = comm.allgather(front.shape[0]) if tiled else [1] * n
         row = int(np.prod(front.shape[1:], dtype=np.int64))
-        out = np.empty((sum(lead),) + front.shape[1:], x.dtype)
-        counts = [c * row for c in lead]
-        displs = list(np.cumsum([0] + counts[:-1]))
-        guarded("all_gather", comm, self.timeout,
-                lambda: comm.Iallgatherv(mpi_view(front), _vec(out, counts, displs)),
-                shapes=x.shape, dtype=x.dtype,
-                blocking=lambda: comm.Allgatherv(mpi_view(front), _vec(out, counts, displs)))
-        return np.moveaxis(out, 0, axis) if tiled else np.moveaxis(out, 0, axis)
+        mine = np.array([front.shape[0]], np.int64)
+        lead = np.ones(n, np.int64)
+        got = {}
+
+        def gather(call):
+            out = got["out"] = np.empty((int(lead.sum()),) + front.shape[1:], x.dtype)
+            counts = [int(c) * row for c in lead]
+            displs = list(np.cumsum([0] + counts[:-1]))
+            return call(mpi_view(front), _vec(out, counts, displs))
+
+        # tiled pieces may be uneven: exchange their lengths first, in the same timed call
+        if tiled:
+            start = lambda: Chain(lambda: comm.Iallgather(mpi_view(mine), mpi_view(lead)),  # noqa
+                                  lambda: gather(comm.Iallgatherv))
+
+            def blocking():
+                comm.Allgather(mpi_view(mine), mpi_view(lead))
+                gather(comm.Allgatherv)
+        else:
+            start = lambda: gather(comm.Iallgatherv)  # noqa: E731
+            blocking = lambda: gather(comm.Allgatherv)  # noqa: E731
+        self._run("all_gather", comm, start, x, dict(gather_params(axis, tiled), axes=list(axes)),
+                  blocking)
+        return np.moveaxis(got["out"], 0, axis)
 
     def reduce_scatter(self, ctx, x, axes, op, dim, tiled):
         comm, rank = self.group_comm(ctx, axes)
@@ -114,15 +138,12 @@ class MPIComm:
         else:
             sizes = [1] * n
         out = np.empty((sizes[rank],) + front.shape[1:], acc)
-        guarded("reduce_scatter", comm, self.timeout,
-                lambda: comm.Ireduce_scatter(mpi_view(send), mpi_view(out),
-                                             [s * row for s in sizes],
-                                             op=mpi_op("sum" if op == "avg" else op, acc)),
-                shapes=x.shape, dtype=x.dtype,
-                blocking=lambda: comm.Reduce_scatter(mpi_view(send), mpi_view(out),
-                                                     [s * row for s in sizes],
-                                                     op=mpi_op("sum" if op == "avg" else op,
-                                                               acc)))
+        mop = mpi_op("sum" if op == "avg" else op, acc)
+        counts = [s * row for s in sizes]
+        self._run("reduce_scatter", comm,
+                  lambda: comm.Ireduce_scatter(mpi_view(send), mpi_view(out), counts, op=mop),
+                  x, {"op": op, "dim": dim, "tiled": tiled, "axes": list(axes)},
+                  lambda: comm.Reduce_scatter(mpi_view(send), mpi_view(out), counts, op=mop))
         out = finish_reduce(out, op, n, x.dtype)
         return np.moveaxis(out, 0, dim) if tiled else out[0]
 
@@ -136,19 +157,29 @@ class MPIComm:
             bounds = [chunk_bounds(front.shape[0], n, r) for r in range(n)]
         else:
             bounds = [(r, r + 1) for r in range(n)]
-        send_counts = [(b - a) * row for a, b in bounds]
-        send_displs = [a * row for a, _ in bounds]
-        recv_lead = comm.alltoall([b - a for a, b in bounds])
-        recv_counts = [c * row for c in recv_lead]
-        recv_displs = list(np.cumsum([0] + recv_counts[:-1]))
-        out = np.empty((sum(recv_lead),) + front.shape[1:], x.dtype)
-        guarded("all_to_all", comm, self.timeout,
-                lambda: comm.Ialltoallv(_vec(front, send_counts, send_displs),
-                                        _vec(out, recv_counts, recv_displs)),
-                shapes=x.shape, dtype=x.dtype,
-                blocking=lambda: comm.Alltoallv(_vec(front, send_counts, send_displs),
-                                                _vec(out, recv_counts, recv_displs)))
-        pieces = np.split(out, np.cumsum(recv_lead)[:-1], axis=0)
+        send_lead = np.array([b - a for a, b in bounds], np.int64)
+        recv_lead = np.empty(n, np.int64)
+        got = {}
+
+        def exchange(call):
+            recv_counts = [int(c) * row for c in recv_lead]
+            recv_displs = list(np.cumsum([0] + recv_counts[:-1]))
+            out = got["out"] = np.empty((int(recv_lead.sum()),) + front.shape[1:], x.dtype)
+            return call(_vec(front, [int(c) * row for c in send_lead],
+                             [a * row for a, _ in bounds]),
+                        _vec(out, recv_counts, recv_displs))
+
+        def blocking():
+            comm.Alltoall(mpi_view(send_lead), mpi_view(recv_lead))
+            exchange(comm.Alltoallv)
+
+        # the block lengths are exchanged first, in the same timed call
+        self._run("all_to_all", comm,
+                  lambda: Chain(lambda: comm.Ialltoall(mpi_view(send_lead), mpi_view(recv_lead)),
+                                lambda: exchange(comm.Ialltoallv)),
+                  x, dict(all_to_all_params(split_axis, concat_axis, tiled), axes=list(axes)),
+                  blocking)
+        pieces = np.split(got["out"], np.cumsum(recv_lead)[:-1], axis=0)
         if not tiled:   # each piece is one slice of the split axis: stack at concat_axis
             return np.stack([np.take(p, 0, axis=0) for p in pieces], concat_axis)
         pieces = [np.moveaxis(p, 0, split_axis) for p in pieces]
@@ -156,7 +187,6 @@ class MPIComm:
 
     def ppermute(self, ctx, x, axes, perm):
         comm, rank = self.group_comm(ctx, axes)
-        MPI = runtime.mpi()
         x = _contig(x)
         out = np.zeros_like(x)
         dst = next((d for s, d in perm if s == rank), None)
@@ -168,35 +198,59 @@ class MPIComm:
                 reqs.append(comm.Irecv(mpi_view(out), source=src, tag=7))
             if dst is not None:
                 reqs.append(comm.Isend(mpi_view(x), dest=dst, tag=7))
-            return _Requests(MPI, reqs)
-        guarded("ppermute", comm, self.timeout, start, shapes=x.shape, dtype=x.dtype)
+            return Requests(reqs)
+        self._run("ppermute", comm, start, x,
+                  {"perm": [list(p) for p in perm], "axes": list(axes)})
         return out
 
     def broadcast(self, ctx, x, axes, root):
         comm, rank = self.group_comm(ctx, axes)
         buf = _contig(x).copy()
-        guarded("broadcast", comm, self.timeout, lambda: comm.Ibcast(mpi_view(buf), root=root),
-                shapes=buf.shape, dtype=buf.dtype,
-                blocking=lambda: comm.Bcast(mpi_view(buf), root=root))
+        self._run("broadcast", comm, lambda: comm.Ibcast(mpi_view(buf), root=root), buf,
+                  {"root": root, "axes": list(axes)},
+                  lambda: comm.Bcast(mpi_view(buf), root=root))
         return buf
 
 
-class _Requests:
-    """Several MPI requests waited on as one (``Test`` / ``Wait`` like an MPI.Request)."""
+_CREATING: dict = {}
 
-    def __init__(self, MPI, reqs):
-        self.MPI, self.reqs = MPI, reqs
 
-    def Test(self):
-        return self.MPI.Request.Testall(self.reqs) if self.reqs else True
+def create_group_comm(ranks, uid, timeout):
+    """The communicator of the world ranks ``ranks`` (group id ``uid``), made collectively by
+    them (each calls this; the others do not).
 
-    def Wait(self):
-        if self.reqs:
-            self.MPI.Request.Waitall(self.reqs)
+    ``Create_group`` blocks until every member calls it and has no nonblocking form, so it runs
+    in a helper thread under the collective's timeout; it counts as collective #0 of the group
+    on the arrival board, so a timeout names the members that never came. A creation that timed
+    out keeps going and is waited for by the next call with the same ``uid``.
 
-    def Cancel(self):
-        for r in self.reqs:
-            try:
-                r.Cancel()
-            except Exception:
-                pass
+    Raises:
+        CollectiveTimeout: a member did not call it within ``timeout`` seconds.
+    """
+    ranks = [int(r) for r in ranks]
+    track = arrival.track(uid, ranks)
+    pending = _CREATING.get(uid)
+    if pending is None:
+        parent = runtime.parent_comm()
+        MPI = runtime.mpi()
+
+        def create():
+            world = parent.Get_group()
+            g = world.Incl(ranks)
+            comm = parent.Create_group(g, tag=arrival.stable_hash(uid) & 0x7FFF)
+            g.Free()
+            world.Free()
+            comm.Set_errhandler(MPI.ERRORS_RETURN)
+            return comm
+        pending = _CREATING[uid] = InThread(create, name=f"starling-create-{uid}")
+    guarded("create_group", runtime.world_comm(), timeout, pending, shapes=(len(ranks),),
+            dtype="int64", track=track, seq=0, params={"ranks": ranks})
+    del _CREATING[uid]
+    comm = pending.result
+    arrival.attach(comm, uid, ranks)
+    return comm
+
+
+def _create_group(key, timeout):
+    comm = _GROUPS[key] = create_group_comm(key, f"spmd{list(key)}", timeout)
+    return comm

@@ -10,10 +10,12 @@ devices (``num_cpu_devices``, default 1), numbered by process then local index, 
 from __future__ import annotations
 
 import os
+import time
 
 from ..arrays import device as _device
+from ..collectives.runtime.context import collective_timeout, set_collective_timeout
 
-_STATE = {"comm": None, "rank": 0, "size": 1, "world": None, "timeout": None}
+_STATE = {"comm": None, "rank": 0, "size": 1, "world": None, "parent": None}
 
 
 class DistributedError(RuntimeError):
@@ -68,8 +70,16 @@ def initialize(timeout: float | None = None):
         devs += [_device.Device("cpu", first + i, p) for i in range(n)]
         first += n
     _device.set_process_devices(rank, devs)
-    _STATE.update(comm=comm, rank=rank, size=size, timeout=timeout)
+    # the job's id names the default flight-recorder directory (the same on every rank)
+    job = comm.bcast(f"{int(time.time())}-{os.getpid()}" if rank == 0 else None, root=0)
+    _STATE.update(comm=comm, rank=rank, size=size, parent=comm.Dup())
+    if timeout is not None:
+        set_default_timeout(timeout)
+    from ..collectives.runtime import flight_recorder
+    from . import arrival
     from .group import ProcessGroup
+    flight_recorder.set_identity(f"rank{rank}", job)
+    arrival.start(comm)
     _STATE["world"] = ProcessGroup(comm, list(range(size)), name="world")
     return _STATE["world"]
 
@@ -104,12 +114,19 @@ def world_group():
     return _STATE["world"]
 
 
+def parent_comm():
+    """A duplicate of the world communicator that new groups are made from (in helper threads,
+    so it must not be the one the world group's collectives run on)."""
+    world_comm()
+    return _STATE["parent"]
+
+
 def default_timeout():
-    return _STATE["timeout"]
+    return collective_timeout()
 
 
 def set_default_timeout(seconds):
-    _STATE["timeout"] = seconds
+    set_collective_timeout(seconds)
 
 
 def local_rank() -> int:
@@ -126,8 +143,11 @@ def shutdown():
     comm = _STATE["comm"]
     if comm is None:
         return
-    try:
-        comm.Free()
-    except Exception:   # a revoked communicator after a failure may refuse
-        pass
-    _STATE.update(comm=None, world=None)
+    from . import arrival
+    arrival.stop()
+    for c in (comm, _STATE["parent"]):
+        try:
+            c.Free()
+        except Exception:   # a revoked communicator after a failure may refuse
+            pass
+    _STATE.update(comm=None, world=None, parent=None)
