@@ -18,9 +18,9 @@ A watchdog thread per process polls its header and dumps the flight recorder whe
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import threading
-import time
 
 import numpy as np
 
@@ -42,11 +42,12 @@ def stable_hash(text) -> int:
 class GroupTrack:
     """This process's view of one group: its key, members (world ranks), slot, next seq."""
 
-    __slots__ = ("uid", "members", "key", "slot", "seq", "p2p")
+    __slots__ = ("uid", "members", "names", "key", "slot", "seq", "p2p")
 
     def __init__(self, uid, members, slot):
         self.uid = uid
-        self.members = list(members)
+        self.members = [int(m) for m in members]
+        self.names = [f"rank{m}" for m in self.members]   # as the flight recorder names them
         self.key = stable_hash(uid)
         self.slot = slot
         self.seq = 0
@@ -72,12 +73,15 @@ class Board:
         self.win.Set_errhandler(MPI.ERRORS_RETURN)
         self.mem = np.frombuffer(self.win.tomemory(), np.int64)
         self.mem[:] = 0
+        self.rows = self._table(self.mem)
         self.comm.Barrier()   # no peer reads before every table is zeroed
         self.win.Lock_all(MPI.MODE_NOCHECK)
         self._lock = threading.Lock()
         self._next_slot = 0
         self._seen_requests = 0
         self._closed = False
+        self._stop = threading.Event()
+        self._watchdog = None
 
     def _table(self, mem):
         return mem[_HEADER:].reshape(SLOTS, _FIELDS)
@@ -94,10 +98,11 @@ class Board:
         """Publishes "entered collective ``seq`` of ``track``'s group"."""
         if track.slot is None or self._closed:
             return
-        row = self._table(self.mem)[track.slot]
+        row = self.rows[track.slot]
         row[0] = track.key
         row[2] = fingerprint       # before the count: a reader seeing the count sees this too
-        row[1] = max(int(row[1]), seq + 1)
+        if seq >= row[1]:
+            row[1] = seq + 1
         self.win.Sync()
 
     def read(self, world_rank):
@@ -154,9 +159,24 @@ class Board:
         self._seen_requests = n
         return int(self.mem[1])
 
+    def start_watchdog(self):
+        """Dumps the flight recorder whenever a peer asks (a daemon thread polling the header
+        in local memory every 50 ms)."""
+        self._watchdog = threading.Thread(target=_watchdog, args=(self,),
+                                          name="starling-flight-recorder", daemon=True)
+        self._watchdog.start()
+
+    def stop_watchdog(self):
+        """Stops the watchdog before the window's memory goes away (freeing, MPI_Finalize)."""
+        self._stop.set()
+        if self._watchdog is not None and self._watchdog is not threading.current_thread():
+            self._watchdog.join()
+
     def close(self):
+        """Frees the window (collective: every process of the job calls it)."""
         if self._closed:
             return
+        self.stop_watchdog()
         self._closed = True
         try:
             self.win.Unlock_all()
@@ -180,8 +200,9 @@ def start(world):
                       "name the ranks that did not arrive", RuntimeWarning)
         return None
     _BOARD[0] = board
-    threading.Thread(target=_watchdog, args=(board,), name="starling-flight-recorder",
-                     daemon=True).start()
+    board.start_watchdog()
+    # before mpi4py's own exit hook finalizes MPI (atexit runs hooks last-registered first)
+    atexit.register(board.stop_watchdog)
     return board
 
 
@@ -199,14 +220,13 @@ def board():
 
 def _watchdog(board):
     from ..collectives.runtime import flight_recorder
-    while not board._closed:
+    while not board._stop.wait(0.05):
         who = board.pending_request()
         if who is not None:
             try:
                 flight_recorder.dump(reason=f"requested by rank {who}")
             except OSError:
                 pass
-        time.sleep(0.05)
 
 
 def track(uid, members):

@@ -3,7 +3,7 @@
 ``encode(obj)`` accepts, nested to any mix:
 
 * ``None``, ``bool``, ``int`` (any size), ``float``, ``complex``, ``str``, ``bytes``;
-* ``list``, ``tuple``, ``dict`` with ``str`` / ``int`` / ``float`` keys;
+* ``list``, ``tuple``, ``dict`` with ``str`` / ``int`` / ``float`` / ``bool`` keys;
 * NumPy arrays and scalars, and Starling Arrays, of Starling's dtypes (bool, int8..uint64,
   float16 / bfloat16 / float32 / float64, float8 / float4, complex64 / complex128).
 
@@ -38,6 +38,7 @@ MAX_DEPTH = 200
 _U64 = struct.Struct("<Q")
 _F64 = struct.Struct("<d")
 _DTYPES = {dt.name: dt for dt in dtypes.ALL_DTYPES}
+_KEY_TYPES = (str, int, float, bool)
 
 # tags
 _NONE, _TRUE, _FALSE, _INT, _FLOAT, _COMPLEX = b"N", b"T", b"F", b"i", b"f", b"c"
@@ -111,9 +112,9 @@ class _Encoder:
             out += _DICT
             self._len(len(x))
             for k, v in x.items():
-                if type(k) not in (str, int, float):
-                    raise TypeError(f"{self.op}: dict keys must be str, int or float, got a key "
-                                    f"of type {type(k).__name__} ({k!r:.60})")
+                if type(k) not in _KEY_TYPES:
+                    raise TypeError(f"{self.op}: dict keys must be str, int, float or bool, got "
+                                    f"a key of type {type(k).__name__} ({k!r:.60})")
                 self.value(k, path, depth + 1)
                 self.value(v, path + (x,), depth + 1)
         elif t is np.ndarray:
@@ -243,7 +244,7 @@ class _Decoder:
             out = {}
             for _ in range(n):
                 k = self.value(depth + 1)
-                if type(k) not in (str, int, float):
+                if type(k) not in _KEY_TYPES:
                     raise self._corrupt(f"a dict key of type {type(k).__name__}")
                 out[k] = self.value(depth + 1)
             return out
@@ -292,5 +293,5 @@ class _Decoder:
         if sys.byteorder == "big":
             a = a.byteswap()
         if dt == np.bool_:   # a crafted byte other than 0 / 1 must not make an odd bool
-            a = a.view(np.uint8) != 0
+            a = np.asarray(a.view(np.uint8) != 0)
         return a

@@ -16,6 +16,7 @@ from __future__ import annotations
 import time
 
 from ..collectives.runtime.context import CollectiveError, CollectiveTimeout
+from . import flight_recorder as fr
 from . import runtime
 
 
@@ -91,7 +92,6 @@ def guarded(op, comm, timeout, start, shapes=(), dtype=None, poll=1e-4, blocking
         CollectiveTimeout: not complete after ``timeout`` seconds; ``missing`` names the world
             ranks that never entered the collective (for a message: the peer).
     """
-    from . import flight_recorder as fr
     if blocking is not None:
         mode = "blocking" if timeout is None else "nonblocking"
         record["params"] = dict(record.get("params") or {}, mode=mode)
@@ -103,7 +103,6 @@ def complete(rec, comm, timeout, start, poll=1e-4, blocking=None):
     """Starts (``start()``, or a request already started) and finishes the operation recorded
     as ``rec`` (see ``guarded``)."""
     MPI = runtime.mpi()
-    from . import flight_recorder as fr
     _reap()
     try:
         if timeout is None and blocking is not None:
@@ -134,7 +133,6 @@ def complete(rec, comm, timeout, start, poll=1e-4, blocking=None):
 
 def timed_out(rec, comm, timeout, req):
     """The CollectiveTimeout of ``rec`` (request ``req`` abandoned, the ring dumped)."""
-    from . import flight_recorder as fr
     if rec.kind == "recv":
         try:   # an abandoned receive would swallow a later message meant for another call
             req.Cancel()

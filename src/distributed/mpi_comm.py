@@ -9,8 +9,9 @@ mesh coordinates but the collective's axes) is an MPI communicator made once per
 Mapping: all_reduce -> Allreduce; all_gather -> Allgatherv (uneven pieces: their lengths are
 exchanged first) along the gathered axis; reduce_scatter -> Reduce_scatter with torch.chunk
 counts; all_to_all -> Alltoall of the block lengths, then Alltoallv; ppermute -> Isend / Irecv
-pairs; broadcast -> Bcast. All nonblocking, so each is one timed operation. NumPy buffers are passed to MPI directly
-(no pickling); a non-leading axis is moved to the front first. Low-precision floats (float16,
+pairs; broadcast -> Bcast. With a timeout each is nonblocking (the size exchange and the data
+one timed operation), without it blocking. NumPy buffers are passed to MPI directly (no
+pickling); a non-leading axis is moved to the front first. Low-precision floats (float16,
 bfloat16, float8, float4) are reduced in float32 and rounded once, as the in-process runtime
 does. Every call goes through ``guarded`` (src/distributed/failures.py): a dead peer or a timeout
 becomes RankFailure / CollectiveTimeout (naming the ranks that never arrived), and the flight
@@ -80,7 +81,7 @@ class MPIComm:
         guarded(op, comm, self._timeout(), start, shapes=np.shape(x), dtype=np.asarray(x).dtype,
                 params=params, blocking=blocking)
 
-    # ---- collectives -------------------------------------------------------------------------------
+    # ---- collectives -----------------------------------------------------------------------------
     def all_reduce(self, ctx, x, axes, op):
         comm, _ = self.group_comm(ctx, axes)
         x = _contig(x)
@@ -111,16 +112,17 @@ class MPIComm:
             return call(mpi_view(front), _vec(out, counts, displs))
 
         # tiled pieces may be uneven: exchange their lengths first, in the same timed call
-        if tiled:
-            start = lambda: Chain(lambda: comm.Iallgather(mpi_view(mine), mpi_view(lead)),  # noqa
-                                  lambda: gather(comm.Iallgatherv))
+        def start():
+            if not tiled:
+                return gather(comm.Iallgatherv)
+            return Chain(lambda: comm.Iallgather(mpi_view(mine), mpi_view(lead)),
+                         lambda: gather(comm.Iallgatherv))
 
-            def blocking():
+        def blocking():
+            if tiled:
                 comm.Allgather(mpi_view(mine), mpi_view(lead))
-                gather(comm.Allgatherv)
-        else:
-            start = lambda: gather(comm.Iallgatherv)  # noqa: E731
-            blocking = lambda: gather(comm.Allgatherv)  # noqa: E731
+            gather(comm.Allgatherv)
+
         self._run("all_gather", comm, start, x, dict(gather_params(axis, tiled), axes=list(axes)),
                   blocking)
         return np.moveaxis(got["out"], 0, axis)

@@ -151,7 +151,7 @@ def _describe(buf, weak, with_checksum):
     return d
 
 
-# ---- the log file ---------------------------------------------------------------------------------
+# ---- the log file -------------------------------------------------------------------------------
 
 def log_document(records, *, label=None, checksums=False, truncated=False, meta=None) -> dict:
     """The JSON document of a log: ``records`` (dicts as in the module docstring; writers may add

@@ -54,6 +54,17 @@ _RING = collections.deque(maxlen=_capacity())
 _INDEX = itertools.count()
 
 
+_DTYPE_NAMES: dict = {}
+
+
+def dtype_name(dtype) -> str:
+    """``str(dtype)``, cached (NumPy builds the string anew each time, slowly)."""
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype)
+    return name
+
+
 def set_identity(process=None, job=None):
     """This process's participant name in MPI jobs (e.g. "rank1") and a job id every process of
     the job shares (it names the default dump directory)."""
@@ -81,11 +92,15 @@ def record_start(op, participant, group, group_ranks, seq, shapes, dtype, *, sou
     (None when recording is off). ``shapes``: the input's shape; ``dtype``: its dtype."""
     if _RING.maxlen == 0:
         return None
+    # ``group_ranks`` and ``params`` are kept, not copied: callers hand over lists they do not
+    # change afterwards (a group's member names are made once per group)
     entry = {"index": None, "primitive": op, "source": source, "depth": 0,
-             "inputs": [{"shape": [int(s) for s in shapes], "dtype": str(dtype), "weak": False}],
-             "outputs": [], "params": dict(params or {}), "kind": kind, "rank": participant,
-             "group": group, "group_ranks": list(group_ranks), "seq": int(seq), "peer": peer,
-             "state": "started", "start": time.time(), "end": None, "error": None}
+             "inputs": [{"shape": [int(s) for s in shapes], "dtype": dtype_name(dtype),
+                         "weak": False}],
+             "outputs": [], "params": params if params is not None else {}, "kind": kind,
+             "rank": participant, "group": group, "group_ranks": group_ranks, "seq": seq,
+             "peer": peer, "state": "started", "start": time.time(), "end": None,
+             "error": None}
     with _LOCK:
         entry["index"] = next(_INDEX)
         _STATE["recorded"] += 1
@@ -157,6 +172,9 @@ def _write_dump(directory, reason):
         parts[_STATE["process"]] = []
     for e in snapshot:
         parts.setdefault(e["rank"], []).append(e)
+        if e["source"] == "inprocess":   # every member is a device of this process: a member
+            for who in e["group_ranks"]:  # with no record still gets its (telling) file
+                parts.setdefault(who, [])
     meta = {"kind": "starling-flight-recorder", "reason": reason, "time": time.time(),
             "host": socket.gethostname(), "pid": os.getpid(), "capacity": _RING.maxlen}
     for who, records in parts.items():

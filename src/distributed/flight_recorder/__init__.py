@@ -27,8 +27,9 @@ import math
 import os
 import sys
 
-from ...collectives.runtime.flight_recorder import (FAILURE_HOOKS, clear, dump,  # noqa: F401
-                                                   dump_dir, entries, record_end, record_start)
+from ...collectives.runtime.flight_recorder import (FAILURE_HOOKS, clear, dtype_name,  # noqa
+                                                   dump, dump_dir, entries, record_end,
+                                                   record_start)
 from ...lowering.debug import DebugMode, _compare_values, params_difference
 from .. import arrival, runtime
 
@@ -53,12 +54,22 @@ def participant(world_rank) -> str:
     return f"rank{world_rank}"
 
 
+_FINGERPRINTS: dict = {}
+
+
 def fingerprint(op, shapes, dtype, params) -> int:
     """What must agree across the ranks of a collective: op, dtype, params and the shape
     outside the dims a collective lets differ (``params["free_dims"]``)."""
-    free = set((params or {}).get("free_dims", ()))
-    shape = [None if i in free else int(s) for i, s in enumerate(shapes)]
-    return arrival.stable_hash(repr((op, shape, str(dtype), sorted((params or {}).items()))))
+    text = repr((op, tuple(shapes), dtype_name(dtype), sorted(params.items())))
+    fp = _FINGERPRINTS.get(text)
+    if fp is None:
+        free = set(params.get("free_dims", ()))
+        shape = [None if i in free else int(s) for i, s in enumerate(shapes)]
+        fp = arrival.stable_hash(repr((op, shape, dtype_name(dtype), sorted(params.items()))))
+        if len(_FINGERPRINTS) > 4096:   # a bounded cache: programs repeat a few signatures
+            _FINGERPRINTS.clear()
+        _FINGERPRINTS[text] = fp
+    return fp
 
 
 _UNTRACKED: dict = {}
@@ -103,8 +114,7 @@ def begin(op, comm, shapes=(), dtype=None, *, kind="collective", peer=None, tag=
         peer_world = t.members[peer]
         params["tag"] = tag
         s = t.next_p2p(kind, peer, tag)
-    entry = record_start(op, participant(runtime.get_rank()), t.uid,
-                         [participant(r) for r in t.members], s, shapes,
+    entry = record_start(op, participant(runtime.get_rank()), t.uid, t.names, s, shapes,
                          dtype, source="mpi", kind=kind,
                          peer=None if peer_world is None else participant(peer_world),
                          params=params)
@@ -191,10 +201,10 @@ class Comparison:
     __repr__ = __str__
 
 
-def _describe(r) -> str:
+def _describe(r, state=True) -> str:
     ins = ", ".join(f"{x['dtype']}{list(x['shape'])}" for x in r["inputs"])
     params = {k: v for k, v in (r.get("params") or {}).items() if k != "free_dims"}
-    return f"{r['primitive']}({ins}) {params} [{r['state']}]"
+    return f"{r['primitive']}({ins}) {params}" + (f" [{r['state']}]" if state else "")
 
 
 def _signature(r):
@@ -233,8 +243,10 @@ def load_dumps(sources) -> dict:
         s = os.fspath(s)
         if os.path.isdir(s):
             files += sorted(f for f in glob.glob(os.path.join(s, "*.json")))
-        else:
+        elif os.path.exists(s):
             files.append(s)
+        else:
+            raise ValueError(f"{s}: no such dump file or directory")
     dumps = {}
     for f in files:
         log = DebugMode.load_logs(f)
@@ -293,14 +305,14 @@ def _check_collective(group, seq, by, dumps, first_seq):
         for who in whos:
             lines = _differences(ref_who, ref, who, by[who])
             lines += [f"{w}: {_describe(by[w])}" for w in sorted(by, key=_rank_order)]
-            out.append(Problem(start, f"{title}: {who} called {_describe(by[who])} where "
-                                      f"{', '.join(sigs[ref_sig])} called {_describe(ref)}",
-                               lines))
+            out.append(Problem(start, f"{title}: {who} called {_describe(by[who], False)} "
+                                      f"where {', '.join(sigs[ref_sig])} called "
+                                      f"{_describe(ref, False)}", lines))
     for who in any_r["group_ranks"]:
         if who in by:
             continue
         if who not in dumps:
-            out.append(Problem(start, f"{title} ({_describe(ref)}): no dump from {who}",
+            out.append(Problem(start, f"{title} ({_describe(ref, False)}): no dump from {who}",
                                [f"{w}: {_describe(by[w])}" for w in sorted(by, key=_rank_order)]))
             continue
         records, meta, truncated = dumps[who]
@@ -311,7 +323,7 @@ def _check_collective(group, seq, by, dumps, first_seq):
         mine = [r for r in records if r["kind"] == "collective" and r["group"] == group]
         last = (f"its last record of the group is #{mine[-1]['seq']} {_describe(mine[-1])}"
                 if mine else "it has no record of the group")
-        out.append(Problem(start, f"{title} ({_describe(ref)}): {who} has no record of it",
+        out.append(Problem(start, f"{title} ({_describe(ref, False)}): {who} has no record of it",
                            [last] + [f"{w}: {_describe(by[w])}"
                                      for w in sorted(by, key=_rank_order)]))
     return out

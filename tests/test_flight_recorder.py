@@ -1,0 +1,215 @@
+"""The flight recorder on the in-process runtime: collectives are recorded per device, a timeout
+names the devices that never arrived and dumps one debug-format log per device, and the compare
+tool (``python -m starling.distributed.flight_recorder``) names the first mismatch of real
+mismatched runs. MPI jobs are in tests/test_distributed_observe.py."""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import starling
+import starling.numpy as snp
+from starling import lax
+from starling.collectives.runtime import flight_recorder as fr
+from starling.collectives.runtime.context import CollectiveTimeout, collective_timeout
+from starling.collectives.runtime.inprocess import InProcessComm, run_spmd
+from starling.distributed import flight_recorder as dfr
+from starling.distributed import set_timeout
+from starling.lowering.debug import DebugMode, debug_diff
+from starling.sharding import P, make_mesh
+
+if len(starling.devices()) < 8:   # pragma: no cover - conftest asks for eight
+    pytest.skip("needs STARLING_NUM_CPU_DEVICES >= 8 (tests/conftest.py sets 8)",
+                allow_module_level=True)
+
+# The last four devices: a device left stuck by a timeout test delays nobody else's tests.
+DEVS = starling.devices()[4:8]
+MESH = make_mesh((4,), ("i",), devices=DEVS)
+NAMES = [f"cpu{d.id}" for d in DEVS]
+
+
+@pytest.fixture
+def dumps(tmp_path, monkeypatch):
+    d = tmp_path / "dumps"
+    monkeypatch.setenv("STARLING_FLIGHT_RECORDER_DIR", str(d))
+    fr.clear()
+    return d
+
+
+def _all_reduce(shape_of=lambda rank: (3,), skip=(), sleep=None):
+    """A per-device function: an all_reduce over the mesh, except on the ranks in ``skip``
+    (they return at once) or ``sleep`` (they sleep that long first, then return)."""
+    def fn(ctx):
+        rank = ctx.axis_index(("i",))
+        if rank in skip:
+            return None
+        if sleep is not None and rank in sleep[0]:
+            time.sleep(sleep[1])
+            return None
+        x = np.full(shape_of(rank), float(rank), np.float32)
+        return ctx.comm.all_reduce(ctx, x, ("i",), "sum")
+    return fn
+
+
+def test_collectives_are_recorded_per_device(dumps):
+    f = starling.shard_map(lambda b: lax.all_gather(lax.psum(b, "i"), "i", tiled=True), MESH,
+                           in_specs=P("i"), out_specs=P())
+    out = f(snp.arange(8.0))
+    blocks = np.arange(8.0).reshape(4, 2)
+    np.testing.assert_allclose(np.asarray(out), np.tile(blocks.sum(0), 4))
+    recs = fr.entries()
+    assert sorted(r["rank"] for r in recs) == sorted(NAMES * 2)
+    for name in NAMES:
+        mine = [r for r in recs if r["rank"] == name]
+        assert [r["primitive"] for r in mine] == ["all_reduce", "all_gather"]
+        assert [r["seq"] for r in mine] == [0, 1]
+        assert all(r["state"] == "completed" and r["end"] >= r["start"] for r in mine)
+        assert mine[0]["inputs"] == [{"shape": [2], "dtype": "float32", "weak": False}]
+        assert mine[0]["params"] == {"op": "sum", "axes": ["i"]}
+        assert mine[1]["params"]["free_dims"] == [0] and mine[0]["group_ranks"] == NAMES
+    where = fr.dump()
+    assert where == str(dumps)
+    assert sorted(os.listdir(dumps)) == sorted(f"{n}.json" for n in NAMES)
+    log = DebugMode.load_logs(dumps / f"{NAMES[1]}.json")   # debug mode's log format
+    assert log.meta["participant"] == NAMES[1] and len(log.records) == 2
+    result = dfr.compare(dumps)
+    assert result.consistent and result.collectives == 2, str(result)
+    assert dfr.main([str(dumps)]) == 0
+
+
+def test_timeout_names_the_device_that_skipped_and_dumps(dumps):
+    comm = InProcessComm(MESH, timeout=0.3)
+    t0 = time.monotonic()
+    with pytest.raises(CollectiveTimeout) as info:
+        run_spmd(MESH, _all_reduce(skip={2}), comm=comm)
+    assert time.monotonic() - t0 < 0.3 + 1.0
+    e = info.value
+    assert e.missing == (DEVS[2],)
+    assert str(dumps) in str(e) and "timed out after 0.3 s" in str(e)
+    states = {n: [r["state"] for r in DebugMode.load_logs(dumps / f"{n}.json").records]
+              for n in NAMES}
+    # the first device to time out reports it; the others may see the run aborted by then
+    assert states[NAMES[2]] == [] and "timeout" in sum(states.values(), [])
+    assert all(states[n] in (["timeout"], ["aborted"]) for n in NAMES if n != NAMES[2])
+    result = dfr.compare(dumps)
+    assert not result.consistent
+    first = str(result.first)
+    assert f"{NAMES[2]} has no record of it" in first and "all_reduce(float32[3])" in first
+    assert dfr.main([str(dumps)]) == 1
+
+
+def test_stuck_device_does_not_hold_the_timeout_back(dumps):
+    # device 3 sleeps (alive, not in a collective): the others time out naming it, and run_spmd
+    # reports after a short grace instead of waiting for the sleeper
+    comm = InProcessComm(MESH, timeout=0.3)
+    t0 = time.monotonic()
+    with pytest.raises(CollectiveTimeout) as info:
+        run_spmd(MESH, _all_reduce(sleep=({3}, 2.0)), comm=comm)
+    assert time.monotonic() - t0 < 0.3 + 1.0
+    assert info.value.missing == (DEVS[3],)
+    time.sleep(2.0)   # let the sleeper finish before the next test uses its device
+
+
+def test_set_timeout_per_mesh_and_default():
+    mesh = make_mesh((2,), ("j",), devices=DEVS[:2])
+    try:
+        set_timeout(0.25, mesh)
+        assert collective_timeout(mesh) == 0.25 and collective_timeout(MESH) is None
+        with pytest.raises(CollectiveTimeout) as info:
+            run_spmd(mesh, lambda ctx: None if ctx.axis_index(("j",)) == 1 else
+                     ctx.comm.broadcast(ctx, np.ones(2), ("j",), 0))
+        assert info.value.missing == (DEVS[1],)
+        set_timeout(None, mesh)
+        set_timeout(5.0)
+        assert collective_timeout(mesh) == 5.0
+    finally:
+        set_timeout(None)
+        set_timeout(None, mesh)
+    with pytest.raises(ValueError, match="positive or None"):
+        set_timeout(0)
+    with pytest.raises(ValueError, match="positive or None"):
+        set_timeout("5")
+
+
+def test_mismatched_shapes_are_named_by_the_compare_tool(dumps):
+    # device 1 calls all_reduce with another shape: the reduction fails, each device records
+    # what it called, and the tool names the shape difference at that sequence number
+    with pytest.raises(ValueError):
+        run_spmd(MESH, _all_reduce(shape_of=lambda r: (4,) if r == 1 else (3,)),
+                 comm=InProcessComm(MESH, timeout=5))
+    result = dfr.compare(dumps)
+    assert not result.consistent
+    first = str(result.first)
+    assert f"{NAMES[1]} called all_reduce(float32[4])" in first
+    assert f"input[0] shape (4,) ({NAMES[1]}) vs (3,) ({NAMES[0]})" in first
+    # the dumps are debug logs: debug_diff compares two of them record by record too
+    d = debug_diff(dumps / f"{NAMES[0]}.json", dumps / f"{NAMES[1]}.json")
+    assert d and "input[0] shape (3,) (a) vs (4,) (b)" in d.differences
+
+
+def test_compare_tool_messages_truncation_and_errors(tmp_path):
+    def log(who, records, truncated=False, when=1e12):
+        doc = {"format": "starling-debug-log", "version": 1, "label": None, "checksums": False,
+               "truncated": truncated, "records": records,
+               "meta": {"kind": "starling-flight-recorder", "participant": who, "time": when}}
+        (tmp_path / f"{who}.json").write_text(json.dumps(doc))
+
+    def rec(who, kind, seq, shape, peer=None, group="g", op="x", start=1.0):
+        return {"index": 0, "primitive": op, "source": "mpi", "depth": 0,
+                "inputs": [{"shape": shape, "dtype": "float32", "weak": False}], "outputs": [],
+                "params": {"tag": 0} if kind != "collective" else {}, "kind": kind,
+                "rank": who, "group": group, "group_ranks": ["rank0", "rank1"], "seq": seq,
+                "peer": peer, "state": "completed", "start": start, "end": start, "error": None}
+
+    # a message whose receiver expected another shape, then one never received
+    log("rank0", [rec("rank0", "send", 0, [3], "rank1", op="send"),
+                  rec("rank0", "send", 1, [3], "rank1", op="send", start=2.0)])
+    log("rank1", [rec("rank1", "recv", 0, [4], "rank0", op="recv")])
+    result = dfr.compare(tmp_path)
+    assert len(result.problems) == 2 and result.messages == 2
+    assert "message #0 from rank0 to rank1 (tag 0, group g): sent and received differ" in \
+        str(result.first)
+    assert "rank1 has no matching recv" in result.problems[1].what
+    # a truncated ring does not count older sequence numbers as missing
+    for f in tmp_path.iterdir():
+        f.unlink()
+    log("rank0", [rec("rank0", "collective", s, [2]) for s in range(3)])
+    log("rank1", [rec("rank1", "collective", 2, [2])], truncated=True)
+    assert dfr.compare(tmp_path).consistent
+    # a member without a dump is a problem; no dumps at all, or a foreign file, is an error
+    (tmp_path / "rank1.json").unlink()
+    assert "no dump from rank1" in str(dfr.compare(tmp_path).first)
+    assert dfr.main([str(tmp_path / "missing")]) == 2   # no such path
+    (tmp_path / "other.json").write_text(json.dumps(DebugMode().to_json()))
+    with pytest.raises(ValueError, match="not a flight-recorder dump"):
+        dfr.compare(tmp_path)
+
+
+def test_module_entry_point_exit_codes(dumps):
+    run_spmd(MESH, _all_reduce(), comm=InProcessComm(MESH))
+    fr.dump()
+    env = dict(os.environ, PYTHONWARNINGS="error::RuntimeWarning")
+    cmd = [sys.executable, "-m", "starling.distributed.flight_recorder"]
+    ok = subprocess.run(cmd + [str(dumps)], capture_output=True, text=True, env=env)
+    assert ok.returncode == 0 and "consistent" in ok.stdout, ok.stderr
+    (dumps / "empty").mkdir()
+    assert dfr.main([str(dumps / "empty")]) == 2
+
+
+def test_recording_can_be_turned_off_and_bad_sizes_are_refused(monkeypatch):
+    monkeypatch.setenv("STARLING_FLIGHT_RECORDER_SIZE", "-1")
+    with pytest.raises(ValueError, match="STARLING_FLIGHT_RECORDER_SIZE"):
+        fr._capacity()
+    monkeypatch.setenv("STARLING_FLIGHT_RECORDER_SIZE", "many")
+    with pytest.raises(ValueError, match="STARLING_FLIGHT_RECORDER_SIZE"):
+        fr._capacity()
+    monkeypatch.setattr(fr, "_RING", collections.deque(maxlen=0))   # SIZE=0 at import
+    assert fr.record_start("x", "p", "g", ["p"], 0, (), "float32", source="t") is None
+    assert fr.record_end(None, "timeout") is None and fr.entries() == []
