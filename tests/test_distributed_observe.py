@@ -246,6 +246,10 @@ def test_objects_and_windows_four_ranks(tmp_path, monkeypatch):
             except dist.CollectiveTimeout as e:
                 assert e.missing == (3,) and "message #" in str(e), str(e)
         dist.barrier()
+        if r == 3:   # sent after the timeout: the receive given up on must not swallow it
+            dist.send_object("late", dst=0)
+        elif r == 0:
+            assert dist.recv_object(src=3, timeout=60) == "late"
         # a ring of puts in a fence epoch, then passive access while the target computes
         w = dist.Window(np.full(n, -1.0))
         w.fence()

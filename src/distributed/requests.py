@@ -108,9 +108,12 @@ class ProbeRecv:
         self.comm, self.source, self.tag = comm, source, tag
         self.req = None
         self.payload = None
+        self.cancelled = False
 
     def Test(self):
         MPI = runtime.mpi()
+        if self.cancelled:
+            return True
         if self.req is None:
             status = MPI.Status()
             msg = self.comm.Improbe(source=self.source, tag=self.tag, status=status)
@@ -122,6 +125,8 @@ class ProbeRecv:
 
     def Wait(self):
         MPI = runtime.mpi()
+        if self.cancelled:
+            return
         if self.req is None:
             status = MPI.Status()
             msg = self.comm.Mprobe(source=self.source, tag=self.tag, status=status)
@@ -129,5 +134,8 @@ class ProbeRecv:
             self.req = msg.Irecv([self.payload, MPI.BYTE])
         self.req.Wait()
 
-    def Cancel(self):   # nothing is posted before the message is matched: nothing to undo
-        pass
+    def Cancel(self):
+        """Stops probing (a message matched already is still received in full): a given-up
+        receive must not take a message meant for a later one."""
+        if self.req is None:
+            self.cancelled = True

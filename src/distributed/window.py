@@ -33,9 +33,9 @@ import numpy as np
 from ..arrays.array import wrap
 from ..arrays.convert import operand
 from ..collectives.runtime.context import CollectiveError
-from . import runtime
+from . import flight_recorder, runtime
 from .codec import _DTYPES
-from .failures import guarded
+from .failures import complete
 from .group import _PENDING, Work, _group, _timeout, peer_rank
 from .mpi_types import _table, mpi_op, mpi_view
 from .objects import all_gather_object
@@ -84,15 +84,13 @@ class Window:
             win.Fence(MPI.MODE_NOSUCCEED)
             return win, local
 
-        pending = InThread(create, name="starling-window")
-        self._collective("window_create", pending, buf)
-        self._win, self._local = pending.result
+        self._broken = None
+        self._win, self._local = self._collective("window_create", create, buf)
         self._fence_open = False
         self._locked = {}          # target -> exclusive
         self._inflight = []        # origin buffers MPI may still read (until completion)
         self._completed = {}       # target -> completions so far (unlock / flush / fence)
         self._fences = 0
-        self._broken = None
 
     # ---- introspection ---------------------------------------------------------------------------
     @property
@@ -117,13 +115,22 @@ class Window:
                 f"{list(self._local.shape)})")
 
     # ---- collectives -----------------------------------------------------------------------------
-    def _collective(self, op, pending, x):
+    def _collective(self, op, fn, x):
+        """Runs the blocking collective ``fn()`` as collective ``op`` of the group: in a helper
+        thread under the timeout when there is one (so the caller can give up), else here."""
+        out = {}
+
+        def run():
+            out["result"] = fn()
+
+        rec = flight_recorder.begin(op, self.group.comm, np.shape(x), np.asarray(x).dtype)
         try:
-            guarded(op, self.group.comm, _timeout(self.group, self.timeout), pending,
-                    shapes=np.shape(x), dtype=np.asarray(x).dtype)
+            complete(rec, self.group.comm, _timeout(self.group, self.timeout),
+                     lambda: InThread(run, name=f"starling-{op}"), blocking=run)
         except CollectiveError as e:
             self._broken = e   # the blocking MPI call is still pending: the window is unusable
             raise
+        return out.get("result")
 
     def _check(self, op):
         if self._broken is not None:
@@ -149,7 +156,7 @@ class Window:
         if not self._fence_open:
             assertion |= MPI.MODE_NOPRECEDE
         win = self._win
-        self._collective("window_fence", InThread(lambda: win.Fence(assertion)), np.zeros(()))
+        self._collective("window_fence", lambda: win.Fence(assertion), np.zeros(()))
         self._fence_open = not end
         self._fences += 1
         self._inflight.clear()
@@ -325,7 +332,7 @@ class Window:
             return
         self._check("free")
         win = self._win
-        self._collective("window_free", InThread(win.Free), np.zeros(()))
+        self._collective("window_free", win.Free, np.zeros(()))
         self._win = None
         self._local = None
 

@@ -83,7 +83,8 @@ def record_params(uneven=None, **params):
     that may differ between members as ``free_dims`` (shared by every runtime, so that dumps
     of in-process and MPI runs read alike)."""
     out = {k: [list(p) for p in v] if k == "perm" else v for k, v in params.items()}
-    out["free_dims"] = sorted(_uneven_dims(uneven))
+    if uneven is not None:
+        out["free_dims"] = sorted(_uneven_dims(uneven))
     return out
 
 
@@ -172,18 +173,18 @@ class InProcessComm:
         return names
 
     @contextlib.contextmanager
-    def _session(self, ctx, axes, payload, x, op, uneven=None, **params):
-        """One collective of this device: meets the group (deposits ``payload``; ``op`` and
-        ``params`` must agree across the members, the dims in ``uneven`` of ``x`` may differ),
-        yields (rendezvous, my rank) and records it in the flight recorder."""
+    def _session(self, ctx, axes, payload, x, name, uneven=None, **params):
+        """One collective ``name`` of this device: meets the group (deposits ``payload``;
+        ``name`` and ``params`` must agree across the members, the dims in ``uneven`` of ``x``
+        may differ), yields (rendezvous, my rank) and records it in the flight recorder."""
         devs, rank = ctx.group(axes)
         group, members = self._group_names(devs)
         entry = flight_recorder.record_start(
-            op, members[rank], group, members, ctx.peek_seq(devs), np.shape(x), x.dtype,
+            name, members[rank], group, members, ctx.peek_seq(devs), np.shape(x), x.dtype,
             source="inprocess", params=dict(record_params(uneven, **params), axes=list(axes)))
         rv = None
         try:
-            key, rv, rank = self._meet(ctx, axes, payload, _sig(op, x, uneven, **params))
+            key, rv, rank = self._meet(ctx, axes, payload, _sig(name, x, uneven, **params))
         except CollectiveTimeout as e:
             flight_recorder.record_end(entry, "timeout", e)
             raise
