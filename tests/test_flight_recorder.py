@@ -142,8 +142,9 @@ def test_set_timeout_per_mesh_and_default(dumps):
         set_timeout(None, mesh)
     with pytest.raises(ValueError, match="positive or None"):
         set_timeout(0)
-    with pytest.raises(ValueError, match="positive or None"):
-        set_timeout("5")
+    for bad in ("5", True, float("nan"), -1.0):
+        with pytest.raises(ValueError, match="positive or None"):
+            set_timeout(bad)
 
 
 def test_mismatched_shapes_are_named_by_the_compare_tool(dumps):

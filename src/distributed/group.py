@@ -100,7 +100,8 @@ def set_timeout(seconds, group=None):
         ValueError: a non-positive timeout.
         TypeError: ``group`` is neither a ProcessGroup, a Mesh nor None.
     """
-    if seconds is not None and not (isinstance(seconds, (int, float)) and seconds > 0):
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not seconds > 0):
         raise ValueError(f"set_timeout: seconds must be positive or None, got {seconds!r}")
     from ..collectives.mesh import Mesh
     if group is None:
