@@ -55,24 +55,27 @@ def test_timeouts_name_the_sleeping_rank_eager_and_spmd(tmp_path, monkeypatch):
     proc = run_job(tmp_path, 3, """
         import os, time
         T = 1.0
+        LATE = T + 1.0   # rank 1 sleeps this long: a report naming it came within timeout + 1 s
         def expect_timeout(call, what):
             t0 = time.monotonic()
             try:
                 call()
             except dist.CollectiveTimeout as e:
                 took = time.monotonic() - t0
+                # naming rank 1 means its arrival was read before it woke up (no upper bound
+                # on the clock: a loaded machine may deschedule this process at any time)
                 assert e.missing == (1,), (what, e.missing, str(e))
                 assert "ranks that did not arrive: [1]" in str(e), str(e)
                 assert os.environ["STARLING_FLIGHT_RECORDER_DIR"] in str(e), str(e)
-                assert T <= took < T + 1.0, (what, took)   # the contract: timeout + 1 s
-                print(f"rank {r}: {what} timed out naming rank 1", flush=True)
+                assert took >= T, (what, took)   # never before the deadline
+                print(f"rank {r}: {what} timed out naming rank 1 after {took:.2f} s", flush=True)
             else:
                 raise AssertionError(f"{what} did not time out")
 
         # eager: rank 1 is alive but asleep in Python (rank 2 waits on an async Work)
         x = snp.arange(3.0) + r
         if r == 1:
-            time.sleep(T + 1.5)
+            time.sleep(LATE)
             close(dist.all_reduce(x, timeout=T), np.arange(3.0) * 3 + 3)   # joins late
         elif r == 0:
             expect_timeout(lambda: dist.all_reduce(x, timeout=T), "all_reduce")
@@ -87,7 +90,7 @@ def test_timeouts_name_the_sleeping_rank_eager_and_spmd(tmp_path, monkeypatch):
         f = st.shard_map(lambda b: lax.psum(b, "i"), mesh, in_specs=P("i"), out_specs=P())
         dist.set_timeout(T)
         if r == 1:
-            time.sleep(T + 1.5)
+            time.sleep(LATE)
         else:
             expect_timeout(lambda: f(xs), "shard_map psum (new group)")
         dist.set_timeout(None)
@@ -96,7 +99,7 @@ def test_timeouts_name_the_sleeping_rank_eager_and_spmd(tmp_path, monkeypatch):
         # the group exists now; a timeout set for this mesh only
         dist.set_timeout(T, mesh)
         if r == 1:
-            time.sleep(T + 1.5)
+            time.sleep(LATE)
             close(f(xs), [3.0, 3.0])
         else:
             expect_timeout(lambda: f(xs), "shard_map psum")

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -46,13 +47,15 @@ def dumps(tmp_path, monkeypatch):
 
 def _all_reduce(shape_of=lambda rank: (3,), skip=(), sleep=None):
     """A per-device function: an all_reduce over the mesh, except on the ranks in ``skip``
-    (they return at once) or ``sleep`` (they sleep that long first, then return)."""
+    (they return at once) or ``sleep = (ranks, seconds, event)`` (they sleep, set the event and
+    return)."""
     def fn(ctx):
         rank = ctx.axis_index(("i",))
         if rank in skip:
             return None
         if sleep is not None and rank in sleep[0]:
             time.sleep(sleep[1])
+            sleep[2].set()
             return None
         x = np.full(shape_of(rank), float(rank), np.float32)
         return ctx.comm.all_reduce(ctx, x, ("i",), "sum")
@@ -106,17 +109,17 @@ def test_stuck_device_does_not_hold_the_timeout_back(dumps):
     # device 3 sleeps (alive, not in a collective): the others time out naming it, and run_spmd
     # reports after a short grace instead of waiting for the sleeper
     comm = InProcessComm(MESH, timeout=0.3)
-    t0 = time.monotonic()
+    woke = threading.Event()
     with pytest.raises(CollectiveTimeout) as info:
-        run_spmd(MESH, _all_reduce(sleep=({3}, 2.0)), comm=comm)
-    assert time.monotonic() - t0 < 0.3 + 1.0
+        run_spmd(MESH, _all_reduce(sleep=({3}, 3.0, woke)), comm=comm)
+    assert not woke.is_set()   # reported while the sleeper still sleeps
     e = info.value
     assert e.missing == (DEVS[3],)
     assert "timed out after 0.3 s" in str(e) and str(dumps) in str(e)
     log = DebugMode.load_logs(dumps / f"{NAMES[0]}.json")   # as it was when the dump ran
     assert [r["state"] for r in log.records] in (["timeout"], ["started"])
     assert "has no record of it" in str(dfr.compare(dumps).first)
-    time.sleep(2.0)   # let the sleeper finish before the next test uses its device
+    woke.wait()   # let the sleeper finish before the next test uses its device
 
 
 def test_set_timeout_per_mesh_and_default(dumps):

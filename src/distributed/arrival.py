@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import hashlib
 import threading
+import warnings
 
 import numpy as np
 
@@ -89,6 +90,11 @@ class Board:
     def new_slot(self):
         with self._lock:
             if self._next_slot >= SLOTS:
+                if self._next_slot == SLOTS:
+                    self._next_slot += 1
+                    warnings.warn(f"starling.distributed: more than {SLOTS} groups; the newer "
+                                  "ones are not tracked (their timeouts cannot name the ranks "
+                                  "that did not arrive)", RuntimeWarning)
                 return None
             s = self._next_slot
             self._next_slot += 1
@@ -187,7 +193,7 @@ class Board:
 
 
 _BOARD = [None]
-_TRACKS: dict = {}
+_INCARNATIONS: dict = {}
 
 
 def start(world):
@@ -195,7 +201,6 @@ def start(world):
     try:
         board = Board(world)
     except Exception as e:   # a transport without one-sided support: no arrival tracking
-        import warnings
         warnings.warn(f"starling.distributed: arrival tracking is off ({e}); timeouts will not "
                       "name the ranks that did not arrive", RuntimeWarning)
         return None
@@ -209,7 +214,6 @@ def start(world):
 def stop():
     board = _BOARD[0]
     _BOARD[0] = None
-    _TRACKS.clear()
     if board is not None:
         board.close()
 
@@ -229,23 +233,24 @@ def _watchdog(board):
                 pass
 
 
-def track(uid, members):
-    """The GroupTrack of group ``uid`` (made on first use; the same object afterwards)."""
-    t = _TRACKS.get(uid)
-    if t is None:
-        b = _BOARD[0]
-        t = _TRACKS[uid] = GroupTrack(uid, members, b.new_slot() if b is not None else None)
-    return t
+def new_track(uid, members):
+    """A new GroupTrack for group ``uid`` (world ranks ``members``). A group made again under the
+    same id (e.g. after a failure) gets a fresh one, ``uid~1``, ``uid~2``...: every member
+    makes the same calls, so the ids still agree across the job."""
+    n = _INCARNATIONS.get(uid, 0)
+    _INCARNATIONS[uid] = n + 1
+    b = _BOARD[0]
+    return GroupTrack(uid if n == 0 else f"{uid}~{n}", members,
+                      b.new_slot() if b is not None else None)
 
 
-def attach(comm, uid, members):
-    """Ties group ``uid`` (world ranks ``members``) to the MPI communicator ``comm``."""
+def attach(comm, track):
+    """Ties ``track`` to the MPI communicator ``comm`` (as an MPI attribute); returns it."""
     MPI = runtime.mpi()
     if _KEYVAL[0] is None:
         _KEYVAL[0] = MPI.Comm.Create_keyval()
-    t = track(uid, members)
-    comm.Set_attr(_KEYVAL[0], t)
-    return t
+    comm.Set_attr(_KEYVAL[0], track)
+    return track
 
 
 def track_of(comm):

@@ -55,9 +55,10 @@ class ProcessGroup:
         self.timeout = None
         self.pre_hooks, self.post_hooks = [], []
         # the job-wide id every member computes alike: arrival tracking and the flight recorder
-        self.uid = name if uid is None else uid
+        track = arrival.track_of(comm) or arrival.attach(
+            comm, arrival.new_track(name if uid is None else uid, self.ranks))
+        self.uid = track.uid
         self._splits = 0
-        arrival.attach(comm, self.uid, self.ranks)
 
     def rank(self) -> int:
         return self.comm.Get_rank()

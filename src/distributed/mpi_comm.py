@@ -230,8 +230,7 @@ def create_group_comm(ranks, uid, timeout):
         CollectiveTimeout: a member did not call it within ``timeout`` seconds.
     """
     ranks = [int(r) for r in ranks]
-    track = arrival.track(uid, ranks)
-    pending = _CREATING.get(uid)
+    pending, track = _CREATING.get(uid, (None, None))
     if pending is None:
         parent = runtime.parent_comm()
         MPI = runtime.mpi()
@@ -244,13 +243,14 @@ def create_group_comm(ranks, uid, timeout):
             world.Free()
             comm.Set_errhandler(MPI.ERRORS_RETURN)
             return comm
-        pending = _CREATING[uid] = InThread(create, name=f"starling-create-{uid}")
+        pending = InThread(create, name=f"starling-create-{uid}")
+        track = arrival.new_track(uid, ranks)
+        _CREATING[uid] = (pending, track)
     guarded("create_group", runtime.world_comm(), timeout, pending, shapes=(len(ranks),),
             dtype="int64", track=track, seq=0, params={"ranks": ranks})
     del _CREATING[uid]
-    comm = pending.result
-    arrival.attach(comm, uid, ranks)
-    return comm
+    arrival.attach(pending.result, track)
+    return pending.result
 
 
 def _create_group(key, timeout):

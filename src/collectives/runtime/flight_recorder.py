@@ -34,7 +34,7 @@ from ...lowering.debug import log_document, write_log
 
 _LOCK = threading.Lock()
 _DUMP_LOCK = threading.Lock()
-_STATE = {"process": None, "job": None, "recorded": 0}
+_STATE = {"process": None, "job": None, "recorded": 0, "failure_dump": None}
 FAILURE_HOOKS: list = []   # called as hook(entry) after a failed record is dumped (MPI: ask peers)
 
 
@@ -111,7 +111,8 @@ def record_start(op, participant, group, group_ranks, seq, shapes, dtype, *, sou
 def record_end(entry, state, error=None):
     """Marks ``entry`` finished with ``state``; "timeout", "failed" (a peer died) and "error"
     dump the ring (``dump``) and return the dump directory; "completed" and "aborted" (the run
-    stopped because of a failure recorded elsewhere) do not."""
+    stopped because of a failure recorded elsewhere) do not, but an "aborted" end rewrites a
+    failure's dump already in the dump directory, so the dump shows how every record ended."""
     if entry is None:
         return None
     with _LOCK:
@@ -119,12 +120,22 @@ def record_end(entry, state, error=None):
         entry["end"] = time.time()
         if error is not None:
             entry["error"] = str(error)[:2000]
-    if state in ("completed", "aborted"):   # an abort echoes a failure recorded elsewhere
+    if state == "completed":
         return None
     reason = (f"{entry['primitive']} {state} on {entry['rank']} (group {entry['group']}, "
               f"seq {entry['seq']})")
+    if state == "aborted":
+        # an abort echoes a failure recorded elsewhere: no dump of its own, but the failure's
+        # dump is a snapshot taken before this record ended (or even started), so refresh it
+        if _STATE["failure_dump"] is not None and _STATE["failure_dump"] == dump_dir():
+            try:
+                dump(reason=reason)
+            except OSError:
+                pass
+        return None
     try:
         where = dump(reason=reason)
+        _STATE["failure_dump"] = where
     except OSError as e:   # a failing dump must not hide the collective's own error
         warnings.warn(f"flight recorder: could not dump to {dump_dir()}: {e}", RuntimeWarning)
         where = None
@@ -146,7 +157,7 @@ def clear():
     """Empties the ring (tests; a fresh phase of a job)."""
     with _LOCK:
         _RING.clear()
-        _STATE["recorded"] = 0
+        _STATE.update(recorded=0, failure_dump=None)
 
 
 def dump(directory=None, reason=None) -> str:
