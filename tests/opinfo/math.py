@@ -19,6 +19,22 @@ LOW_SET = {np.dtype(t) for t in LOW} | {np.dtype(ml_dtypes.bfloat16)}
 _NOT_DIFF = dict(differentiable=False)
 
 
+def _round_ref(x, decimals=0):
+    """NumPy's round for floats; integers with negative decimals rounded exactly (half to
+    even) in Python integers and wrapped to the dtype (NumPy's own goes through float64 and an
+    out-of-range cast, whose result is undefined)."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "iu" or decimals >= 0:
+        return low32(np.round)(x, decimals)
+    p, info = 10 ** -decimals, np.iinfo(x.dtype)
+
+    def one(v):
+        q, r = divmod(int(v), p)
+        q += 2 * r > p or (2 * r == p and q % 2)
+        return (q * p - int(info.min)) % 2 ** info.bits + int(info.min)
+    return np.array([one(v) for v in x.reshape(-1)], dtype=x.dtype).reshape(x.shape)
+
+
 def low32(fn):
     """Reference that runs bfloat16 / float8 / float4 inputs in float32 and rounds back."""
     def ref(x, *args, **kwargs):
@@ -130,7 +146,7 @@ register(
              **_NOT_DIFF)
       for name, fn in [("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc),
                        ("fix", np.fix)]],
-    OpInfo("round", low32(np.round), INTS + FLOATS + COMPLEX + LOW, round_samples, **_NOT_DIFF),
+    OpInfo("round", _round_ref, INTS + FLOATS + COMPLEX + LOW, round_samples, **_NOT_DIFF),
     *[OpInfo(name, fn, ALL + (LOW if name == "isnan" else ()), unary_edges(_EDGE), **_NOT_DIFF)
       for name, fn in [("isfinite", np.isfinite), ("isinf", np.isinf), ("isnan", np.isnan)]],
     *[OpInfo(name, fn, REAL, unary_edges(_EDGE), **_NOT_DIFF)
