@@ -364,7 +364,7 @@ ldexp_p.jvp = _ldexp_jvp
 ldexp_p.transpose = _ldexp_transpose
 ldexp_p.is_linear = True
 batch_elementwise(ldexp_p)
-ldexp_p.sharding = RS.elementwise(RS.SCALE_FIRST)   # x * 2**e: linear in x
+ldexp_p.sharding = RS.elementwise()   # (no scaling partials: see rules_sharding)
 
 # ---- isclose -----------------------------------------------------------------------------------
 
