@@ -33,6 +33,7 @@ import ml_dtypes
 import numpy as np
 
 from ...core import casting
+from . import cpp_hypot
 from . import cpp_lowp as LP
 
 CTYPES = {
@@ -403,7 +404,7 @@ template <class T> ST_INLINE T st_nan_to_num(T x, T nan, T posinf, T neginf) {
 
 @functools.lru_cache(maxsize=None)
 def prelude() -> str:
-    return _HELPERS.replace("%(decls)s", _decls()) + LP.HELPERS + "\n"
+    return _HELPERS.replace("%(decls)s", _decls()) + LP.HELPERS + cpp_hypot.HELPERS + "\n"
 
 
 # ---- the formulas --------------------------------------------------------------------------------
@@ -440,6 +441,8 @@ def _render(name, a, dts, out, params):
         return f"{_fn(dt, _FLOAT_CALLS[name])}({a[0]})"
     if name == "pow" and fl and a[1] == literal(2.0, dt):
         return f"({a[0]} * {a[0]})"   # NumPy squares too: exactly pow(x, 2)
+    if name == "hypot" and fl:
+        return f"st_hypot({a[0]}, {a[1]})"   # correctly rounded (cpp_hypot.py)
     if name in _FLOAT_CALLS2 and fl:
         return f"{_fn(dt, _FLOAT_CALLS2[name])}({a[0]}, {a[1]})"
     if name in _COMPARE:
