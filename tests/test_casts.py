@@ -132,8 +132,8 @@ def _grid(dt, src):
     """The finite non-negative values of format ``dt`` (integers below ``src``'s maximum for an
     integer ``src``), sorted."""
     storage = exact_casts.STORAGE[dt.itemsize]
-    vals = np.unique(casting.widen(np.arange(1 << (8 * dt.itemsize), dtype=storage).view(dt),
-                                   F64))
+    vals = np.unique(casting.astype(np.arange(1 << (8 * dt.itemsize), dtype=storage).view(dt),
+                                    F64))
     vals = vals[np.isfinite(vals) & (vals >= 0)]
     if src.kind in "iu":
         vals = vals[(vals == np.round(vals)) & (vals < float(np.iinfo(src).max))]

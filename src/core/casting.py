@@ -52,18 +52,13 @@ FLOAT4_E2M1FN = np.dtype(ml_dtypes.float4_e2m1fn)
 LOW_PRECISION = frozenset((FLOAT16, BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E5M2, FLOAT4_E2M1FN))
 
 
-def is_low_precision(dt) -> bool:
-    """True for float16, bfloat16, float8_e4m3fn, float8_e5m2 and float4_e2m1fn."""
-    return np.dtype(dt) in LOW_PRECISION
-
-
-def widen(x, to=_F32):
+def _widen(x, to=_F32):
     """The value of low-precision array ``x`` as float32 (or ``to``), exactly (NaN bits as the
     module docstring says)."""
     return np.asarray(x).astype(to)
 
 
-def narrow(x32, dt):
+def _narrow(x32, dt):
     """float32 array ``x32`` rounded to the low-precision format ``dt``: nearest, ties to even,
     then the format's overflow and NaN rules."""
     return np.asarray(x32, np.float32).astype(dt)
@@ -107,7 +102,7 @@ def _int_float32_odd(x):
 def _float16_from_float64(x):
     """float64 -> float16: through float32 rounded to odd; a NaN keeps its top 10 payload bits
     (a payload that would vanish becomes 1), unquieted."""
-    out = narrow(_float32_odd(x), FLOAT16)
+    out = _narrow(_float32_odd(x), FLOAT16)
     nan = np.isnan(x)
     if nan.any():
         u = x.view(np.uint64)[nan]
@@ -154,24 +149,24 @@ def astype(x, dtype):
     if x.ndim == 0:   # the helpers work on 1-d views (0-d arithmetic gives NumPy scalars)
         return astype(x.reshape(1), dt).reshape(())
     if dt.kind == "b":
-        return np.not_equal(widen(x) if src in LOW_PRECISION else x, 0)
+        return np.not_equal(_widen(x) if src in LOW_PRECISION else x, 0)
     if src.kind == "c" and dt.kind != "c":
         x = np.real(x)
         src = x.dtype
     if src in LOW_PRECISION:
         if dt == _F64 or dt == np.complex128:
-            return widen(x, _F64).astype(dt, copy=False)
-        x, src = widen(x), _F32
+            return _widen(x, _F64).astype(dt, copy=False)
+        x, src = _widen(x), _F32
         if dt == _F32:
             return x
     if dt in LOW_PRECISION:
         if src == _F32:
-            return narrow(x, dt)
+            return _narrow(x, dt)
         if src == _F64:
-            return _float16_from_float64(x) if dt == FLOAT16 else narrow(_float32_odd(x), dt)
+            return _float16_from_float64(x) if dt == FLOAT16 else _narrow(_float32_odd(x), dt)
         if src.kind in "iu":
-            return narrow(_int_float32_odd(x), dt)
-        return narrow(x.astype(np.float32), dt)            # bool: 0 and 1 are exact
+            return _narrow(_int_float32_odd(x), dt)
+        return _narrow(x.astype(np.float32), dt)            # bool: 0 and 1 are exact
     if src.kind == "f" and dt.kind in "iu":
         return float_to_int(x, dt)
     # NumPy's cast is Starling's here: integers wrap, int -> float and float64 -> float32 round

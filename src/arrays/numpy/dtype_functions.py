@@ -47,7 +47,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
     saturate to the integer dtype's min / max; a cast to a floating dtype rounds the exact
     value once (nearest, ties to even); complex -> real keeps the real part; anything -> bool
     is ``x != 0``; integers wrap. Eager, staged and compiled results agree whatever NumPy /
-    ml_dtypes is installed (details: ``lax.convert_element_type``). The result is strong
+    ml_dtypes is installed (details: ``starling.core.casting``). The result is strong
     (not weak-typed). ``copy`` is accepted; buffers are immutable, so it never matters.
     Raises:
         TypeError: ``dtype`` is not a Starling dtype.
