@@ -177,10 +177,10 @@ def astype(x, dtype):
 def scalar(value, dtype):
     """A NumPy scalar of ``dtype`` from a Python (or NumPy) scalar, by ``astype``'s rules.
 
-    Python floats and ints up to ``2**53`` (exact doubles) reach float32 / float64 / complex
-    through NumPy's scalar types, one rounding; everything else goes through ``astype``. A
-    Python int beyond 64 bits is taken exactly (rounded to odd at 53 bits for a floating
-    target).
+    Python floats and ints up to ``2**53`` (exact doubles) take scalar shortcuts: NumPy's
+    scalar types for float32 / float64 / complex (one rounding), float32 rounded to odd for the
+    low-precision formats; everything else goes through ``astype``. A Python int beyond 64
+    bits is taken exactly (rounded to odd at 53 bits for a floating target).
 
     Raises:
         OverflowError: a Python int out of range of an integer ``dtype`` (a literal that does
@@ -195,16 +195,35 @@ def scalar(value, dtype):
                 raise OverflowError(f"Python int {value} is out of range for {dt} "
                                     f"[{info.min}, {info.max}]")
             return dt.type(value)
-        if -2 ** 53 <= value <= 2 ** 53 and dt not in LOW_PRECISION:
-            return dt.type(value)
+        if -2 ** 53 <= value <= 2 ** 53:
+            if dt not in LOW_PRECISION:
+                return dt.type(value)
+            return _narrow(_scalar_float32_odd(float(value)), dt)[()]
         if not -2 ** 63 <= value < 2 ** 64:
             value = _big_int_float(value, dt)
-    elif t is float and dt.kind in "fc" and dt not in LOW_PRECISION:
-        return dt.type(value)
+    elif t is float:
+        if dt in LOW_PRECISION:
+            if dt != FLOAT16 or value == value:   # (float16 takes a float64 NaN's payload)
+                return _narrow(_scalar_float32_odd(value), dt)[()]
+        elif dt.kind in "fc":
+            return dt.type(value)
     x = np.asarray(value)
     if x.dtype == object:
         raise TypeError(f"cannot convert {t.__name__} {value!r} to {dt}")
     return astype(x, dt)[()]
+
+
+def _scalar_float32_odd(v):
+    """``_float32_odd`` of one Python float, with scalar operations (a weak Python float in a
+    low-precision operation takes this path: ~20 NumPy calls on a 1-element array cost ~10x)."""
+    f = np.float32(v)
+    back = float(f)
+    if back == v or v != v:
+        return f
+    u = int(f.view(np.uint32))
+    if abs(back) > abs(v):
+        u -= 1
+    return np.uint32(u | 1).view(np.float32)
 
 
 def _big_int_float(v, dt):
