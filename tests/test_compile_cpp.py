@@ -22,6 +22,7 @@ from starling.lowering.fused import fused_kernel_p
 from starling.core.ir import eval_program
 from starling.lowering.pipeline import run_pipeline
 from starling.transforms.stage import make_ir
+from tests import exact_casts
 from tests.opinfo import REGISTRY, resolve
 import tests.opinfo.families  # noqa: F401
 
@@ -316,15 +317,20 @@ def test_integer_wraparound_division_by_zero_and_shifts(dt):
 
 @pytest.mark.parametrize("src", ["float32", "float64"])
 def test_mixed_dtype_conversions(src):
-    # includes out-of-range and NaN values: whatever NumPy's casts give on this machine
-    a = snp.asarray(np.array([-1.7, 0.5, 2.9, 300.2, -0.0, np.nan, 1e10, -1e10, 70000.5],
-                             src))
+    # includes out-of-range and NaN values: truncation, saturation, NaN -> 0 (Starling's rule)
+    x = np.array([-1.7, 0.5, 2.9, 300.2, -0.0, np.nan, 1e10, -1e10, 70000.5], src)
+    a = snp.asarray(x)
+    ints = (snp.int8, snp.int16, snp.int32, snp.int64, snp.uint8, snp.uint16, snp.uint32,
+            snp.uint64, snp.bool)
 
     def f(a):
-        return [snp.astype(a, dt) for dt in (snp.int8, snp.int16, snp.int32, snp.int64,
-                                             snp.uint8, snp.uint16, snp.uint32, snp.bool)] + [
+        return [snp.astype(a, dt) for dt in ints] + [
             snp.astype(a > 0, snp.float64), snp.astype(snp.astype(a, snp.int64), snp.float32)]
-    assert_close(cpp(f)(a), f(a))
+    got, eager = cpp(f)(a), f(a)
+    assert_close(got, eager)
+    for g, dt in zip(got, ints):
+        np.testing.assert_array_equal(np.asarray(g), exact_casts.convert(x, dt))
+    assert np.asarray(got[4]).tolist() == [0, 0, 2, 255, 0, 0, 255, 0, 255]
 
 
 def test_complex_programs_are_decomposed_and_match():

@@ -18,7 +18,7 @@ import sys
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.ad_util import Zero, is_undefined, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
@@ -89,10 +89,7 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
         work = np.dtype(np.float32)
     else:
         work = out_dt
-    if lhs.dtype != work:
-        lhs = lhs.astype(work)
-    if rhs.dtype != work:
-        rhs = rhs.astype(work)
+    lhs, rhs = casting.astype(lhs, work), casting.astype(rhs, work)
     lperm, rperm, ash, bsh, osh, contract = _layout(lhs.shape, rhs.shape, dimension_numbers)
     a = lhs if lperm is None else lhs.transpose(lperm)
     b = rhs if rperm is None else rhs.transpose(rperm)
@@ -109,7 +106,7 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
     else:
         out = a.reshape(ash) * b.reshape(bsh)
     out = out.reshape(osh)
-    return out if out.dtype == out_dt else out.astype(out_dt)
+    return casting.astype(out, out_dt)
 
 
 def _check_dimension_numbers(op, lshape, rshape, ldt, rdt, dimension_numbers):
