@@ -67,7 +67,7 @@ def test_copy_of_the_package_in_the_working_directory(tmp_path):
 
 @pytest.mark.parametrize("style", ["function", "module"])
 def test_digits_example_runs_from_any_folder(tmp_path, style):
-    out = _run(tmp_path, "-m", "starling.examples.digits", "--style", style, "--epochs", "3",
+    out = _run(tmp_path, "-m", "starling.examples.digits", "--style", style, "--epochs", "2",
                "--no-progress")
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
