@@ -9,12 +9,8 @@ imports nothing from Starling, so it also runs when the package around it is suc
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
-import json
 import os
 import sys
-import urllib.parse
-import urllib.request
 
 DIST_NAME = "starling"
 
@@ -27,6 +23,10 @@ def installed_location() -> str | None:
         the installed package. Metadata that locates neither (e.g. the ``starling.egg-info``
         that a build leaves in the repository root) is skipped.
     """
+    import importlib.metadata   # here: only an import that fails pays for it
+    import json
+    import urllib.parse
+    import urllib.request
     for dist in importlib.metadata.distributions(name=DIST_NAME):
         direct_url = dist.read_text("direct_url.json")
         if direct_url:
