@@ -411,26 +411,49 @@ def restore(directory, target=None, *, shardings=None, verify=True):
     index = read_index(directory)
     arrays = index["arrays"]
     skeleton = ser.decode_tree(index["tree"], {n: _Name(n) for n in arrays})
-    names, treedef = tree_util.flatten(skeleton)
+    paths, names, treedef = tree_util.flatten_with_path(skeleton)
     if target is not None:
-        flat, _ = tree_util.flatten(target)
-        if len(flat) != len(names):
-            raise ValueError(f"checkpoint.restore: target has {len(flat)} leaves, the "
-                             f"checkpoint {len(names)} arrays and scalars")
-        layouts = [_target_of(x, n.name, arrays[n.name]) if isinstance(n, _Name) else None
-                   for x, n in zip(flat, names)]
+        given = _by_path(target)
+        missing = [tree_util.path_str(p) for p in paths if p not in given]
+        extra = sorted(tree_util.path_str(p) for p in set(given) - set(paths))
+        if missing or extra:
+            raise ValueError(f"checkpoint.restore: target does not have the checkpoint's "
+                             f"structure: missing {missing}, not in the checkpoint {extra}")
+        layouts = [_target_of(given[p], n.name, arrays[n.name]) if isinstance(n, _Name) else None
+                   for p, n in zip(paths, names)]
     elif shardings is not None:
+        plain = _plain(skeleton)   # modules' OrderedDicts match the user's dicts
         try:
-            layouts = tree_util.broadcast_prefix(shardings, skeleton)
+            flat = tree_util.broadcast_prefix(shardings, plain)
         except ValueError as e:
             raise ValueError(f"checkpoint.restore: shardings is not a pytree prefix of the "
                              f"checkpoint's structure: {e}") from None
+        by_path = dict(zip(tree_util.flatten_with_path(plain)[0], flat))
+        layouts = [by_path[p] for p in paths]
     else:
         layouts = [None] * len(names)
     reader = _Reader(directory, index, verify)
     values = [_read_leaf(reader, n.name, arrays[n.name], s) if isinstance(n, _Name) else n
               for n, s in zip(names, layouts)]
     return tree_util.unflatten(treedef, values)
+
+
+def _by_path(tree) -> dict:
+    paths, leaves, _ = tree_util.flatten_with_path(tree)
+    return dict(zip(paths, leaves))
+
+
+def _plain(node):
+    """``node`` with OrderedDicts as plain dicts (the same paths, the user's container type)."""
+    if isinstance(node, dict):
+        return {k: _plain(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    if isinstance(node, tuple) and not hasattr(type(node), "_fields"):
+        return tuple(_plain(v) for v in node)
+    if isinstance(node, tuple):
+        return type(node)(*[_plain(v) for v in node])
+    return node
 
 
 class _Name:

@@ -11,11 +11,20 @@ When processes fail (ULFM, ``python -m starling.launch --fault-tolerant``), the 
 ``world_group().reconfigure()`` (src/distributed/elastic.py) replaces the world communicator by
 the shrunk one (``replace_world``): ranks are renumbered 0..n-1 in the old order, and the
 *world epoch* counts these replacements so that caches keyed by world ranks can tell.
+
+Leaving a fault-tolerant job: after a process of the job failed, Open MPI 5's ``MPI_Finalize``
+can hang in the survivors (an internal agreement over the original world). So in a
+fault-tolerant job Starling finalizes MPI itself at exit: normally when nothing failed; after a
+failure, each survivor instead waits in a barrier of the (reconfigured) world until all
+survivors are leaving, and exits without ``MPI_Finalize`` (the runtime accepts that; the exit
+status is kept). This needs ``starling.distributed`` to import mpi4py first (do not import
+``mpi4py.MPI`` yourself before ``initialize()`` in such jobs).
 """
 from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 
 from ..arrays import device as _device
@@ -34,6 +43,9 @@ def mpi():
         ImportError: mpi4py is not installed (``pip install "starling[distributed]"``).
     """
     try:
+        import mpi4py
+        if fault_tolerant() and "mpi4py.MPI" not in sys.modules:
+            mpi4py.rc.finalize = False   # _at_exit decides (see the module docstring)
         from mpi4py import MPI
     except ImportError as e:
         raise ImportError("starling.distributed needs mpi4py and an MPI library: pip install "
@@ -84,7 +96,9 @@ def initialize(timeout: float | None = None):
     if period is not None and "progress" not in _STATE:
         _STATE["progress"] = _Progress(period)
         _STATE["progress"].start()
-        atexit.register(_stop_progress)   # before mpi4py's MPI_Finalize, which must run alone
+    if "at_exit" not in _STATE:
+        _STATE["at_exit"] = True
+        atexit.register(_at_exit)   # before mpi4py's own MPI_Finalize, if that is still on
     return _STATE["world"]
 
 
@@ -121,6 +135,32 @@ def _stop_progress():
     if t is not None:
         t.stop.set()
         t.join()
+
+
+def _at_exit():
+    """Stops the progress thread (MPI_Finalize must run alone); in a fault-tolerant job,
+    finalizes MPI or, after a failure, leaves without it (see module docstring)."""
+    _stop_progress()
+    if not fault_tolerant():
+        return
+    MPI = mpi()
+    if MPI.Is_finalized():
+        return
+    failed = MPI.COMM_WORLD.Get_failed()
+    any_failed = failed.Get_size() > 0
+    failed.Free()
+    if not any_failed and _STATE["epoch"] == 0:
+        MPI.Finalize()
+        return
+    comm = _STATE["comm"]
+    if comm is not None:
+        try:
+            req = comm.Ibarrier()
+            req.Wait()
+        except MPI.Exception:   # the world still holds a failed process: nobody to wait for
+            pass
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
 
 
 def replace_world(comm) -> None:

@@ -1,0 +1,50 @@
+"""Scripts the fault-tolerance tests run as real MPI jobs, and ``launch`` to run them.
+
+Each script is started by ``python -m starling.launch`` (mpirun, oversubscribed on small
+machines) under a hard timeout: on expiry the whole process group (launcher, mpirun, ranks) is
+killed and the test fails, so a hang can never stall the suite.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def script(name: str) -> str:
+    return os.path.join(HERE, name)
+
+
+def launch(n, target, args=(), *, timeout, module=False, fault_tolerant=False,
+           detector_timeout=None, cwd=None):
+    """Runs ``target`` on ``n`` processes; returns (returncode, stdout + stderr)."""
+    pytest.importorskip("mpi4py")
+    cmd = [sys.executable, "-m", "starling.launch", "-n", str(n)]
+    if fault_tolerant:
+        cmd.append("--fault-tolerant")
+    if detector_timeout is not None:
+        cmd += ["--detector-timeout", str(detector_timeout)]
+    if module:
+        cmd.append("-m")
+    cmd += [target] + [str(a) for a in args]
+    # one BLAS / kernel thread per rank: the ranks share a few cores
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=cwd, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)   # the launcher forwards it: mpirun ends the ranks
+        try:
+            out, _ = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, _ = proc.communicate()
+        pytest.fail(f"MPI job {target} {list(args)} did not finish in {timeout} s (a hang):\n"
+                    f"{out[-4000:]}")
+    return proc.returncode, out

@@ -84,8 +84,8 @@ def main(out):
     except checkpoint.CheckpointError as e:
         report["disk_full_error"] = str(e)
     serialization.write_tensors = real_write
+    dist.barrier()   # every rank has removed its file of the failed save
     report["files_after_disk_full"] = sorted(os.listdir(ck))
-    dist.barrier()
 
     def dying(path, tensors, metadata=None):
         real_write(path, tensors, metadata)
