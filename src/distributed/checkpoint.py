@@ -47,9 +47,9 @@ import zlib
 import numpy as np
 
 from .. import tree as tree_util
-from ..arrays.array import Array, wrap
+from ..arrays.array import wrap
 from ..collectives.sharded_array import ShardedArray, make_sharded, partial_piece
-from ..collectives.sharding import NamedSharding, PartitionSpec
+from ..collectives.sharding import NamedSharding
 from ..core.avals import ShapedArray
 from ..nn import serialization as ser
 from . import runtime

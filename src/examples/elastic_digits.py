@@ -186,6 +186,10 @@ def run(args):
         kill = start_rank == args.kill_rank and state.step == args.kill_step
         try:
             new, loss = train_step(state, (x_tr, y_tr), opt, args, grad_fns, kill)
+            prev, state = state, new
+            losses.append(loss)
+            if manager is not None and state.step % args.checkpoint_every == 0:
+                manager.save(state.step, state.tree())   # a failure here is recovered too
         except dist.RankFailure as e:
             while True:
                 try:
@@ -198,11 +202,6 @@ def run(args):
             if dist.get_rank() == 0:
                 print(f"recovered: lost world ranks {record['removed']}, {record['world_size']} "
                       f"processes resume from step {state.step}", flush=True)
-            continue
-        prev, state = state, new
-        losses.append(loss)
-        if manager is not None and state.step % args.checkpoint_every == 0:
-            manager.save(state.step, state.tree())
     acc = accuracy(state.params, x_te, y_te)
     if dist.get_rank() == 0:
         print(f"{steps} steps, final loss {losses[-1] if losses else float('nan'):.4f}, test "

@@ -10,6 +10,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 
@@ -21,8 +23,9 @@ def script(name: str) -> str:
 
 
 def launch(n, target, args=(), *, timeout, module=False, fault_tolerant=False,
-           detector_timeout=None, cwd=None):
-    """Runs ``target`` on ``n`` processes; returns (returncode, stdout + stderr)."""
+           detector_timeout=None, cwd=None, during=None):
+    """Runs ``target`` on ``n`` processes; returns (returncode, stdout + stderr). ``during()``,
+    if given, runs in a thread while the job runs (e.g. to kill one of its ranks)."""
     pytest.importorskip("mpi4py")
     cmd = [sys.executable, "-m", "starling.launch", "-n", str(n)]
     if fault_tolerant:
@@ -36,6 +39,8 @@ def launch(n, target, args=(), *, timeout, module=False, fault_tolerant=False,
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=cwd, start_new_session=True)
+    if during is not None:
+        threading.Thread(target=during, daemon=True).start()
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -48,3 +53,23 @@ def launch(n, target, args=(), *, timeout, module=False, fault_tolerant=False,
         pytest.fail(f"MPI job {target} {list(args)} did not finish in {timeout} s (a hang):\n"
                     f"{out[-4000:]}")
     return proc.returncode, out
+
+
+def rank_pid(marker: str, rank: int, timeout: float = 120.0) -> int:
+    """The pid of MPI rank ``rank`` of the job whose command line contains ``marker`` (found
+    through /proc: the rank's OMPI_COMM_WORLD_RANK)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() not in f.read():
+                        continue
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:   # gone, or not ours
+                continue
+            if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+                return int(pid)
+        time.sleep(0.1)
+    raise TimeoutError(f"no rank {rank} of a job running {marker!r}")
