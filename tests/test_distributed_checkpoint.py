@@ -113,18 +113,54 @@ def test_module_state_dict_and_target(tmp_path):
         checkpoint.restore(tmp_path / "m", target=bad, shardings={"weight": None, "bias": None})
 
 
-def test_restore_onto_a_mesh(tmp_path):
-    from starling.sharding import NamedSharding, P, make_mesh
-    mesh = make_mesh((1,), ("d",))
-    x = np.arange(12.0, dtype=np.float32).reshape(4, 3)
-    checkpoint.save(tmp_path / "c", {"x": x, "y": 1})
-    got = checkpoint.restore(tmp_path / "c", shardings={"x": NamedSharding(mesh, P("d")),
-                                                        "y": None})
-    assert got["x"].sharding.spec == P("d") and np.array_equal(np.asarray(got["x"]), x)
+def test_reshard_between_in_process_meshes(tmp_path, rng):
+    # the in-process devices of this test process (conftest.py: 8) stand for processes
+    from starling.sharding import NamedSharding, P, distribute, make_mesh
+    devs = starling.devices()
+    mesh4 = make_mesh((4,), ("d",), devices=devs[:4])
+    mesh22 = make_mesh((2, 2), ("a", "b"), devices=devs[4:8])
+    mesh3 = make_mesh((3,), ("d",), devices=devs[1:4])
+    x = rng.standard_normal((10, 6)).astype(np.float32)
+    w = rng.standard_normal((5, 4)).astype(ml_dtypes.bfloat16)
+    tree = {"x": distribute(x, NamedSharding(mesh4, P("d"))),   # torch.chunk rows: 3, 3, 3, 1
+            "w": distribute(w, NamedSharding(mesh22, P("b", "a"))),
+            "r": distribute(x[:2], NamedSharding(mesh22, P(None, "a"))),  # replicated along b
+            "s": distribute(np.float32(7.0), NamedSharding(mesh4, P(), partial={"d": "sum"}))}
+    checkpoint.save(tmp_path / "c", tree)
+    index = checkpoint.read_index(tmp_path / "c")
+    assert [p["box"] for p in index["arrays"]["x"]["pieces"]] == [
+        [[0, 3], [0, 6]], [[3, 6], [0, 6]], [[6, 9], [0, 6]], [[9, 10], [0, 6]]]
+    assert len(index["arrays"]["r"]["pieces"]) == 2   # each distinct piece written once
+    assert index["arrays"]["x"]["layout"] == {"axis_names": ["d"], "mesh_shape": [4],
+                                              "spec": [["d"]]}
+    got = checkpoint.restore(tmp_path / "c", shardings={
+        "x": NamedSharding(mesh3, P("d")), "w": NamedSharding(mesh3, P(None, "d")),
+        "r": NamedSharding(mesh22, P("b", "a")),
+        "s": NamedSharding(mesh3, P(), partial={"d": "sum"})})
+    assert got["x"].sharding.mesh == mesh3
+    for name, want in (("x", x), ("w", w), ("r", x[:2]), ("s", np.float32(7.0))):
+        a = got[name]
+        assert np.array_equal(_bits(np.asarray(a)), _bits(want)), name
+        if not a.sharding.partial:
+            for shard in a.addressable_shards:   # every piece is its slice of the value
+                assert np.array_equal(_bits(shard.data), _bits(np.asarray(want)[shard.index]))
+    assert [tuple(s.data.shape) for s in got["x"].addressable_shards] == [(4, 6), (4, 6), (2, 6)]
     with pytest.raises(ValueError, match="prefix"):
         checkpoint.restore(tmp_path / "c", shardings={"x": None})
     with pytest.raises(TypeError, match="NamedSharding"):
-        checkpoint.restore(tmp_path / "c", shardings={"x": "d", "y": None})
+        checkpoint.restore(tmp_path / "c", shardings="d")
+
+
+def test_restore_module_with_dict_shardings(tmp_path):
+    from starling.sharding import NamedSharding, P, make_mesh
+    model = nn.Linear(4, 2, key=starling.random.key(1))
+    checkpoint.save(tmp_path / "m", model)
+    mesh = make_mesh((2,), ("d",), devices=starling.devices()[:2])
+    got = checkpoint.restore(tmp_path / "m", shardings={"weight": NamedSharding(mesh, P(None, "d")),
+                                                        "bias": None})
+    assert list(got) == ["weight", "bias"]   # the state dict's order
+    assert got["weight"].sharding.spec == P(None, "d")
+    assert np.array_equal(np.asarray(got["weight"]), np.asarray(model.weight))
 
 
 def test_corrupted_truncated_and_missing(tmp_path):

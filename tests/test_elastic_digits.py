@@ -93,9 +93,10 @@ def test_rank_killed_from_outside_recovered_from_checkpoint(tmp_path):
     assert killed["sizes"] == [4] * 20 + [3] * (steps - 20)
 
     ref = tmp_path / "one.json"
+    env = dict(os.environ, STARLING_NUM_CPU_DEVICES="1")
     done = subprocess.run([sys.executable, "-m", "starling.examples.elastic_digits",
                            *map(str, ARGS), "--out", str(ref)], capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     one = json.loads(ref.read_text())
     assert one["log"] == killed["log"] and one["sizes"] == [1] * steps

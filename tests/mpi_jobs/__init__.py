@@ -35,8 +35,10 @@ def launch(n, target, args=(), *, timeout, module=False, fault_tolerant=False,
     if module:
         cmd.append("-m")
     cmd += [target] + [str(a) for a in args]
-    # one BLAS / kernel thread per rank: the ranks share a few cores
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    # one device and one BLAS / kernel thread per rank (the ranks share a few cores; the test
+    # process itself has several in-process devices, see conftest.py)
+    env = dict(os.environ, STARLING_NUM_CPU_DEVICES="1", OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=cwd, start_new_session=True)
     if during is not None:

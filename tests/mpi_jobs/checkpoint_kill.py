@@ -36,7 +36,7 @@ def main(out):
     import starling.numpy as snp
     from starling.distributed import checkpoint
     from starling.nn import serialization
-    from starling.sharding import NamedSharding, P, distribute, make_mesh
+    from starling.sharding import NamedSharding, P, ShardedArray, distribute, make_mesh
 
     dist.initialize(timeout=60.0)
     rank0 = dist.get_rank()
@@ -60,8 +60,8 @@ def main(out):
             full = np.asarray(dist.process_allgather(a))
             assert full.dtype == v[k].dtype and np.array_equal(full.view(np.uint8),
                                                                v[k].view(np.uint8)), (where, k)
-            pieces = [] if getattr(a, "sharding", None) is None or a.sharding.partial else \
-                a.addressable_shards
+            pieces = a.addressable_shards if isinstance(a, ShardedArray) and \
+                not a.sharding.partial else []
             for s in pieces:   # each piece is its slice of the value, bit-exact
                 assert np.array_equal(np.asarray(s.data), v[k][s.index]), (where, k)
         assert tree["step"] == version and tree["name"] == "run", where
