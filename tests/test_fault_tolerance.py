@@ -19,7 +19,7 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
 def test_four_ranks_lose_a_dead_then_a_silent_process(tmp_path):
-    rc, out = launch(4, script("failures.py"), [tmp_path], timeout=300, detector_timeout=3)
+    rc, out = launch(4, script("failures.py"), [tmp_path], timeout=300, detector_timeout=5)
     reports = {}
     for r in (0, 1):
         path = tmp_path / f"rank{r}.json"

@@ -4,7 +4,9 @@ Each process passes its own Array; results are new Arrays (Starling's arrays are
 ``all_reduce(x)`` returns the reduction instead of writing into ``x``). ``async_op=True``
 returns a ``Work``: ``wait()`` gives the result, ``is_completed()`` polls, ``exception()`` tells
 what went wrong. Every call runs through ``failures.guarded``: a dead peer raises
-``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``).
+``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``); after a
+failure the survivors call ``group.reconfigure()`` (src/distributed/elastic.py). The collective
+hooks (``register_collective_hooks``, src/distributed/hooks.py) run around every call.
 
 Groups: ``world_group()``, ``new_group(ranks)`` (processes outside ``ranks`` get
 ``NON_GROUP_MEMBER``), ``split_group(color, key)`` (MPI_Comm_split; ``color=None`` gives
@@ -328,7 +330,9 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
 
 
 def send(x, dst, group=None, tag=0, timeout=None):
-    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI)."""
+    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI). A small
+    message to a peer that just died may still complete (MPI buffered it); the failure then
+    shows in the next operation involving that peer."""
     g = _group(group)
     a, b = _buf(x, "send")
     _call("send", g, b, timeout, False, lambda: g.comm.Isend(mpi_view(b), dest=dst, tag=tag),
