@@ -26,7 +26,8 @@ def test_four_ranks_lose_a_dead_then_a_silent_process(tmp_path):
         assert path.exists(), out[-4000:]
         reports[r] = json.loads(path.read_text())
     # rank 3 died of an uncaught exception: its on_abort callback ran first
-    assert (tmp_path / "abort3.txt").read_text() == "uncaught ValueError: injected failure on rank 3"
+    reason = (tmp_path / "abort3.txt").read_text()
+    assert reason == "uncaught ValueError: injected failure on rank 3"
     for r, rep in reports.items():
         events = {e[0]: e[1] for e in rep["events"]}
         assert [e[0] for e in rep["events"]] == [

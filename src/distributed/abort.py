@@ -1,7 +1,8 @@
 """Ending a job on purpose, with callbacks that run first.
 
-``on_abort(fn)`` registers ``fn(reason)`` (returns a handle with ``remove()``); ``abort(reason, errorcode)`` runs the callbacks, most recent first, then ends
-every process of the job (``MPI_Abort`` on the world communicator; without
+``on_abort(fn)`` registers ``fn(reason)`` (returns a handle with ``remove()``);
+``abort(reason, errorcode)`` runs the callbacks, most recent first, then ends every process of
+the job (``MPI_Abort`` on the world communicator; without
 ``starling.distributed`` only this process). Callbacks are where a job saves what it can before
 it goes: dump the flight recorder, flush logs, write an emergency checkpoint of local state. An
 exception in one callback is printed and the others still run.

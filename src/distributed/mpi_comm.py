@@ -112,7 +112,7 @@ class MPIComm:
                 blocking=lambda: getattr(comm, name)(mpi_view(send), mpi_view(out)))
         return [int(v) for v in out]
 
-    # ---- collectives -------------------------------------------------------------------------------
+    # ---- collectives ---------------------------------------------------------------------------
     def all_reduce(self, ctx, x, axes, op):
         group, _ = self.group_comm(ctx, axes)
         comm = group.comm
