@@ -51,7 +51,9 @@ def failed_ranks(comm, wait=0.0):
 
     Args:
         wait: seconds to keep asking while the answer is empty: a process that saw only a revoked
-            communicator learns which peer died a moment later, from the runtime.
+            communicator learns which peer died a moment later, from the runtime. The wait ends
+            early once the job has a failure this process did not know of at the last world
+            reconfiguration but ``comm`` has none (``comm`` was revoked to pass the news on).
     """
     MPI = runtime.mpi()
     deadline = time.monotonic() + wait
@@ -61,7 +63,8 @@ def failed_ranks(comm, wait=0.0):
         except (AttributeError, NotImplementedError, MPI.Exception):
             return ()
         n = group.Get_size()
-        if n or time.monotonic() >= deadline:
+        if n or time.monotonic() >= deadline or \
+                runtime.job_failure_count() > runtime.known_failure_count():
             break
         group.Free()
         MPI.COMM_SELF.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)   # news arrive by progress
@@ -85,7 +88,7 @@ def rank_failure(op, comm, exc):
         comm.Revoke()
     except MPI.Exception:   # already revoked
         pass
-    ranks = failed_ranks(comm, wait=1.0 if revoked else 0.0)
+    ranks = failed_ranks(comm, wait=10.0 if revoked else 0.0)
     how = "the communicator was revoked by a peer" if revoked and not ranks else \
         "a peer process failed"
     return RankFailure(f"{op}: {how} (failed world ranks {list(ranks) or 'unknown'}); call "

@@ -146,10 +146,7 @@ def _at_exit():
     MPI = mpi()
     if MPI.Is_finalized():
         return
-    failed = MPI.COMM_WORLD.Get_failed()
-    any_failed = failed.Get_size() > 0
-    failed.Free()
-    if not any_failed and _STATE["epoch"] == 0:
+    if job_failure_count() == 0 and _STATE["epoch"] == 0:
         MPI.Finalize()
         return
     comm = _STATE["comm"]
@@ -167,8 +164,25 @@ def replace_world(comm) -> None:
     """Installs ``comm`` (the shrunk world communicator, errors returned) as the job's world:
     rank, size and the world group's communicator follow, and the world epoch advances."""
     _STATE.update(comm=comm, rank=comm.Get_rank(), size=comm.Get_size(),
-                  epoch=_STATE["epoch"] + 1)
+                  epoch=_STATE["epoch"] + 1, known_failures=job_failure_count())
     _STATE["world"].comm = comm
+
+
+def job_failure_count() -> int:
+    """How many processes of the job this process knows to have failed (ULFM)."""
+    MPI = mpi()
+    try:
+        group = MPI.COMM_WORLD.Get_failed()
+    except (AttributeError, NotImplementedError, MPI.Exception):
+        return 0
+    n = group.Get_size()
+    group.Free()
+    return n
+
+
+def known_failure_count() -> int:
+    """``job_failure_count()`` at the last world reconfiguration (0 before any)."""
+    return _STATE.get("known_failures", 0)
 
 
 def world_epoch() -> int:
