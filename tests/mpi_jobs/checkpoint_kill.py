@@ -38,7 +38,7 @@ def main(out):
     from starling.nn import serialization
     from starling.sharding import NamedSharding, P, ShardedArray, distribute, make_mesh
 
-    dist.initialize(timeout=60.0)
+    dist.initialize()   # no timeout: blocking MPI calls
     rank0 = dist.get_rank()
     ck = os.path.join(out, "ckpt")
     mesh = make_mesh((4,), ("d",))

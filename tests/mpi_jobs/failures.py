@@ -23,7 +23,7 @@ import starling.numpy as snp
 from starling.sharding import NamedSharding, P, make_mesh
 
 out_dir = sys.argv[1]
-world = dist.initialize(timeout=60.0)
+world = dist.initialize(timeout=600.0)   # polled nonblocking calls (never expires here)
 rank0 = dist.get_rank()
 assert dist.get_world_size() == 4, dist.get_world_size()
 pids = [int(p) for p in dist.all_gather(snp.asarray(os.getpid()))]
