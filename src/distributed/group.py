@@ -4,7 +4,9 @@ Each process passes its own Array; results are new Arrays (Starling's arrays are
 ``all_reduce(x)`` returns the reduction instead of writing into ``x``). ``async_op=True``
 returns a ``Work``: ``wait()`` gives the result, ``is_completed()`` polls, ``exception()`` tells
 what went wrong. Every call runs through ``failures.guarded``: a dead peer raises
-``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``).
+``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``); after a
+failure the survivors call ``group.reconfigure()`` (src/distributed/elastic.py). The collective
+hooks (``register_collective_hooks``, src/distributed/hooks.py) run around every call.
 
 Groups: ``world_group()``, ``new_group(ranks)`` (processes outside ``ranks`` get
 ``NON_GROUP_MEMBER``), ``split_group(color, key)`` (MPI_Comm_split; ``color=None`` gives
@@ -15,6 +17,7 @@ third-party runtimes register through the ``starling.distributed.backends`` entr
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -22,7 +25,8 @@ from ..arrays.array import wrap
 from ..arrays.convert import operand
 from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
 from . import runtime
-from .failures import guarded
+from .failures import detect_failures, guarded, is_rank_failure, rank_failure
+from .hooks import run_post, run_pre
 from .mpi_types import mpi_op, mpi_view
 
 _OPS = ("sum", "avg", "max", "min", "prod")
@@ -43,16 +47,34 @@ NON_GROUP_MEMBER = _NonGroupMember()
 
 
 class ProcessGroup:
-    """A set of processes with an MPI communicator. ``ranks``: their world ranks, in group
-    order; ``rank()``: this process's rank in the group; ``size()``."""
+    """A set of processes with an MPI communicator.
 
-    def __init__(self, comm, ranks, name="group", backend="mpi"):
+    Attributes:
+        comm: the mpi4py communicator (errors returned, not fatal).
+        ranks: the members' world ranks in group order (after a world ``reconfigure()`` the
+            new numbering; a member that failed shows as None until this group is
+            reconfigured too).
+        name, backend, timeout: as given; ``timeout`` overrides the default of ``set_timeout``.
+        pre_hooks, post_hooks: this group's collective hooks (``register_collective_hooks``).
+    ``rank()``: this process's rank in the group; ``size()``; ``reconfigure()``: drop failed
+    members (see src/distributed/elastic.py).
+    """
+
+    def __init__(self, comm, ranks=None, name="group", backend="mpi"):
         self.comm = comm
-        self.ranks = list(ranks)
         self.name = name
         self.backend = backend
         self.timeout = None
         self.pre_hooks, self.post_hooks = [], []
+        self._ranks = None if ranks is None else (runtime.world_epoch(), [int(r) for r in ranks])
+        _LIVE.add(self)
+
+    @property
+    def ranks(self) -> list:
+        epoch = runtime.world_epoch()
+        if self._ranks is None or self._ranks[0] != epoch:
+            self._ranks = (epoch, _world_ranks(self.comm))
+        return list(self._ranks[1])
 
     def rank(self) -> int:
         return self.comm.Get_rank()
@@ -60,8 +82,39 @@ class ProcessGroup:
     def size(self) -> int:
         return self.comm.Get_size()
 
+    def reconfigure(self):
+        """Revokes this group's communicator and shrinks it to the surviving members, in place
+        (ULFM ``MPI_Comm_revoke`` + ``MPI_Comm_shrink``); every surviving member calls it. For
+        the world group, ``starling.devices()``, ``get_rank()`` and ``get_world_size()`` follow.
+
+        Returns:
+            The world ranks (numbered as before the call) of the members that left.
+        Raises:
+            RankFailure: another member failed during the shrink's own communication (call
+                again).
+        """
+        from .elastic import reconfigure
+        return reconfigure(self)
+
     def __repr__(self):
         return f"ProcessGroup({self.name}, ranks={self.ranks})"
+
+
+# Every live group, so that a world reconfiguration can revoke them (src/distributed/elastic.py).
+_LIVE = weakref.WeakSet()
+
+
+def _world_ranks(comm) -> list:
+    """World ranks (current numbering) of the members of ``comm``; None for failed processes no
+    longer in the world."""
+    MPI = runtime.mpi()
+    mine, world = comm.Get_group(), runtime.world_comm().Get_group()
+    try:
+        out = MPI.Group.Translate_ranks(mine, list(range(mine.Get_size())), world)
+    finally:
+        mine.Free()
+        world.Free()
+    return [None if r == MPI.UNDEFINED else int(r) for r in out]
 
 
 def _group(group):
@@ -146,35 +199,30 @@ _PENDING = object()
 
 def _call(op, group, x, timeout, async_op, start, finish, blocking=None):
     """Runs one eager collective: ``start()`` returns an MPI request, ``blocking()`` does the
-    same with the blocking call (used when no timeout applies), ``finish()`` the result."""
-    for hook in group.pre_hooks:
-        hook(op, group, x)
-
-    def done():
-        out = finish()
-        for hook in group.post_hooks:
-            hook(op, group, out)
-        return out
-
+    same with the blocking call (used when no timeout applies), ``finish()`` the result; the
+    collective hooks run around it (src/distributed/hooks.py)."""
+    run_pre(op, group, x)
     t = _timeout(group, timeout)
+    shapes, dtype = getattr(x, "shape", ()), getattr(x, "dtype", None)
     if not async_op:
-        guarded(op, group.comm, t, start, shapes=getattr(x, "shape", ()),
-                dtype=getattr(x, "dtype", None), blocking=blocking)
-        return done()
+        guarded(op, group.comm, t, start, shapes=shapes, dtype=dtype, blocking=blocking)
+        return run_post(op, group, finish())
     state = {}
 
     def run(block):
-        if "started" not in state:
-            state["started"] = True
-            state["req"] = start()
+        MPI = runtime.mpi()
+        try:
+            if "req" not in state:
+                state["req"] = start()
+            if not block and not state["req"].Test():
+                return _PENDING
+        except MPI.Exception as e:
+            if is_rank_failure(MPI, e):
+                raise rank_failure(op, group.comm, e) from None
+            raise
         if block:
-            req = state.pop("req")
-            guarded(op, group.comm, t, lambda: req, shapes=getattr(x, "shape", ()),
-                    dtype=getattr(x, "dtype", None))
-            return done()
-        if state["req"].Test():
-            return done()
-        return _PENDING
+            guarded(op, group.comm, t, lambda: state["req"], shapes=shapes, dtype=dtype)
+        return run_post(op, group, finish())
     return Work(run)
 
 
@@ -282,7 +330,9 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
 
 
 def send(x, dst, group=None, tag=0, timeout=None):
-    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI)."""
+    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI). A small
+    message to a peer that just died may still complete (MPI buffered it); the failure then
+    shows in the next operation involving that peer."""
     g = _group(group)
     a, b = _buf(x, "send")
     _call("send", g, b, timeout, False, lambda: g.comm.Isend(mpi_view(b), dest=dst, tag=tag),
@@ -326,9 +376,12 @@ def new_group(ranks, timeout=None):
         return NON_GROUP_MEMBER
     wg = world.Get_group()
     sub = wg.Incl(ranks)
-    comm = world.Create_group(sub, tag=11)
-    wg.Free()
-    sub.Free()
+    try:
+        with detect_failures("new_group", world):
+            comm = world.Create_group(sub, tag=11)
+    finally:
+        wg.Free()
+        sub.Free()
     comm.Set_errhandler(runtime.mpi().ERRORS_RETURN)
     g = ProcessGroup(comm, ranks, name=f"group{ranks}")
     g.timeout = timeout
@@ -342,12 +395,12 @@ def split_group(color, key=None, group=None):
     g = _group(group)
     MPI = runtime.mpi()
     c = MPI.UNDEFINED if color is None else int(color)
-    comm = g.comm.Split(c, g.rank() if key is None else int(key))
+    with detect_failures("split_group", g.comm):
+        comm = g.comm.Split(c, g.rank() if key is None else int(key))
     if comm == MPI.COMM_NULL:
         return NON_GROUP_MEMBER
     comm.Set_errhandler(MPI.ERRORS_RETURN)
-    ranks = comm.allgather(runtime.get_rank())
-    return ProcessGroup(comm, ranks, name=f"split{color}")
+    return ProcessGroup(comm, name=f"split{color}")
 
 
 # ---- backends ------------------------------------------------------------------------------------

@@ -6,14 +6,30 @@ size from it, and makes ``starling.devices()`` global: every process contributes
 devices (``num_cpu_devices``, default 1), numbered by process then local index, each with its
 ``process_index``. Meshes over these devices span processes; the MPI communicator
 (src/distributed/mpi_comm.py) runs their collectives.
+
+When processes fail (ULFM, ``python -m starling.launch --fault-tolerant``), the survivors'
+``world_group().reconfigure()`` (src/distributed/elastic.py) replaces the world communicator by
+the shrunk one (``replace_world``): ranks are renumbered 0..n-1 in the old order, and the
+*world epoch* counts these replacements so that caches keyed by world ranks can tell.
+
+Leaving a fault-tolerant job: after a process of the job failed, Open MPI 5's ``MPI_Finalize``
+can hang in the survivors (an internal agreement over the original world). So in a
+fault-tolerant job Starling finalizes MPI itself at exit: normally when nothing failed; after a
+failure, each survivor instead waits in a barrier of the (reconfigured) world until all
+survivors are leaving, and exits without ``MPI_Finalize`` (the runtime accepts that; the exit
+status is kept). This needs ``starling.distributed`` to import mpi4py first (do not import
+``mpi4py.MPI`` yourself before ``initialize()`` in such jobs).
 """
 from __future__ import annotations
 
+import atexit
 import os
+import sys
+import threading
 
 from ..arrays import device as _device
 
-_STATE = {"comm": None, "rank": 0, "size": 1, "world": None, "timeout": None}
+_STATE = {"comm": None, "rank": 0, "size": 1, "world": None, "timeout": None, "epoch": 0}
 
 
 class DistributedError(RuntimeError):
@@ -27,6 +43,9 @@ def mpi():
         ImportError: mpi4py is not installed (``pip install "starling[distributed]"``).
     """
     try:
+        import mpi4py
+        if fault_tolerant() and "mpi4py.MPI" not in sys.modules:
+            mpi4py.rc.finalize = False   # _at_exit decides (see the module docstring)
         from mpi4py import MPI
     except ImportError as e:
         raise ImportError("starling.distributed needs mpi4py and an MPI library: pip install "
@@ -71,7 +90,111 @@ def initialize(timeout: float | None = None):
     _STATE.update(comm=comm, rank=rank, size=size, timeout=timeout)
     from .group import ProcessGroup
     _STATE["world"] = ProcessGroup(comm, list(range(size)), name="world")
+    from .abort import install_excepthook
+    install_excepthook()
+    period = detector_period()
+    if period is not None and "progress" not in _STATE:
+        _STATE["progress"] = _Progress(period)
+        _STATE["progress"].start()
+    if "at_exit" not in _STATE:
+        _STATE["at_exit"] = True
+        atexit.register(_at_exit)   # before mpi4py's own MPI_Finalize, if that is still on
     return _STATE["world"]
+
+
+def detector_period():
+    """The heartbeat period (seconds) of ULFM's failure detector when the job runs with it
+    (``python -m starling.launch --detector-timeout S``), else None."""
+    if os.environ.get("OMPI_MCA_mpi_ft_detector", "").lower() not in ("1", "true", "yes"):
+        return None
+    try:
+        return float(os.environ.get("OMPI_MCA_mpi_ft_detector_period", "3"))
+    except ValueError:
+        return 3.0
+
+
+class _Progress(threading.Thread):
+    """Drives MPI's progress engine a few times per heartbeat period, so that ULFM's detector
+    keeps sending and checking heartbeats while this process computes without calling MPI
+    (otherwise its peers would declare it dead). Probing COMM_SELF is enough: progress is
+    global, and that communicator never fails."""
+
+    def __init__(self, period):
+        super().__init__(name="starling-mpi-progress", daemon=True)
+        self.interval = max(period / 4, 1e-3)
+        self.stop = threading.Event()
+
+    def run(self):
+        MPI = mpi()
+        while not self.stop.wait(self.interval):
+            MPI.COMM_SELF.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)
+
+
+def _stop_progress():
+    t = _STATE.pop("progress", None)
+    if t is not None:
+        t.stop.set()
+        t.join()
+
+
+def _at_exit():
+    """Stops the progress thread (MPI_Finalize must run alone); in a fault-tolerant job,
+    finalizes MPI or, after a failure, leaves without it (see module docstring)."""
+    _stop_progress()
+    if not fault_tolerant():
+        return
+    MPI = mpi()
+    if MPI.Is_finalized():
+        return
+    if job_failure_count() == 0 and _STATE["epoch"] == 0:
+        MPI.Finalize()
+        return
+    comm = _STATE["comm"]
+    if comm is not None:
+        try:
+            req = comm.Ibarrier()
+            req.Wait()
+        except MPI.Exception:   # the world still holds a failed process: nobody to wait for
+            pass
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+
+
+def replace_world(comm) -> None:
+    """Installs ``comm`` (the shrunk world communicator, errors returned) as the job's world:
+    rank, size and the world group's communicator follow, and the world epoch advances."""
+    _STATE.update(comm=comm, rank=comm.Get_rank(), size=comm.Get_size(),
+                  epoch=_STATE["epoch"] + 1, known_failures=job_failure_count())
+    _STATE["world"].comm = comm
+
+
+def job_failure_count() -> int:
+    """How many processes of the job this process knows to have failed (ULFM)."""
+    MPI = mpi()
+    try:
+        group = MPI.COMM_WORLD.Get_failed()
+    except (AttributeError, NotImplementedError, MPI.Exception):
+        return 0
+    n = group.Get_size()
+    group.Free()
+    return n
+
+
+def known_failure_count() -> int:
+    """``job_failure_count()`` at the last world reconfiguration (0 before any)."""
+    return _STATE.get("known_failures", 0)
+
+
+def world_epoch() -> int:
+    """How many times the world was reconfigured (0 until a failure is recovered from)."""
+    return _STATE["epoch"]
+
+
+def fault_tolerant() -> bool:
+    """True when the job runs with ULFM (``mpirun --with-ft ulfm``, which
+    ``python -m starling.launch --fault-tolerant`` passes): a failed process is then reported to
+    the survivors instead of ending the job."""
+    return os.environ.get("OMPI_MCA_mpi_ft_enable", "").lower() in ("1", "true", "yes")
 
 
 def world_comm():
@@ -123,6 +246,7 @@ def local_rank() -> int:
 
 def shutdown():
     """Leaves the job: frees the communicators (MPI itself finalizes at exit)."""
+    _stop_progress()
     comm = _STATE["comm"]
     if comm is None:
         return
