@@ -306,17 +306,17 @@ def test_compiled_hypot_and_complex_abs_are_correctly_rounded(dt):
     low = f.lower(snp.asarray(x), snp.asarray(y), snp.asarray(z))
     assert "st_hypot(" in low.source
     h, a = (_bits(np.asarray(r)) for r in f(snp.asarray(x), snp.asarray(y), snp.asarray(z)))
-    wrong_math = 0
+    normal = float(np.finfo(dt).tiny)
     for i, (xi, yi) in enumerate(zip(x.tolist(), y.tolist())):
         want = _hypot_bits(xi, yi, np.dtype(dt))
         if want is None:
             assert np.isnan(np.asarray(h).view(dt)[i]) and np.isnan(np.asarray(a).view(dt)[i])
             continue
         assert h[i] == want and a[i] == want, (xi, yi, h[i], a[i], want)
-        if dt == np.float64:
-            wrong_math += int(_bits(np.float64(math.hypot(xi, yi))) != want)
-    # CPython's math.hypot agrees except on some exact halfway cases and subnormal results
-    assert dt == np.float32 or wrong_math < len(x) // 5
+        if dt == np.float64 and i < 3000 and math.hypot(xi, yi) >= normal:
+            # the random pairs: CPython's math.hypot (correctly rounded but for some exact
+            # halfway cases and subnormal results) agrees with the oracle
+            assert _bits(np.float64(math.hypot(xi, yi))) == want, (xi, yi)
 
 
 @needs_cpp
