@@ -5,8 +5,15 @@ explicit keys (``starling.random``), and compose transformations.
 """
 from __future__ import annotations
 
+import os as _os
 import sys as _sys
 import warnings as _warnings
+
+from ._install import import_native as _import_native
+
+# First, so that a folder shadowing the installed package or an unbuilt source tree fails here
+# with an explanation rather than later with a bare "No module named starling._native".
+_import_native(_os.path.dirname(_os.path.abspath(__file__)))
 
 # NumPy floating-point warnings (divide by zero, overflow, invalid) are not raised by Starling's
 # kernels: results follow IEEE 754 (inf / nan) silently, as in JAX. np.errstate would cost ~2 us a

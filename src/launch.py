@@ -7,6 +7,14 @@ on PATH), adding the flags this machine needs:
 * ``--allow-run-as-root`` when running as root (containers, CI);
 * ``--with-ft ulfm`` with ``--fault-tolerant``: a dead rank surfaces as ``RankFailure`` on the
   survivors (ULFM) instead of the job being killed;
+* ``--detector-timeout S`` (implies ``--fault-tolerant``) also starts ULFM's heartbeat failure
+  detector (heartbeats every S/4 seconds, kept going while Python computes by a progress thread
+  that ``starling.distributed.initialize`` starts): a process that is alive but silent for S
+  seconds (stopped, cut off) counts as failed, so its peers get ``RankFailure`` instead of
+  waiting. Without it, only processes that exit or
+  die are detected (within a fraction of a second), and a silent one is caught by collective
+  timeouts (``CollectiveTimeout``). Too small a value declares slow processes dead: keep S
+  well above the longest stall you expect (default detector: off);
 * ``-m module`` runs a module like ``python -m``.
 
 SIGINT / SIGTERM are forwarded to mpirun (which forwards them to the ranks); the exit code of
@@ -39,11 +47,20 @@ def find_mpirun() -> str:
 
 
 def build_command(nprocs, target, args, *, module=False, fault_tolerant=False, extra=(),
-                  oversubscribe=None):
-    """The mpirun command line (a list) for running ``target`` on ``nprocs`` processes."""
+                  oversubscribe=None, detector_timeout=None):
+    """The mpirun command line (a list) for running ``target`` on ``nprocs`` processes.
+
+    Raises:
+        ValueError: ``nprocs`` < 1, or a detector timeout that is not a positive number.
+    """
     from .lowering.runtime.threads import available_cpus
     if nprocs < 1:
         raise ValueError(f"starling.launch: -n must be positive, got {nprocs}")
+    if detector_timeout is not None:
+        if not 0 < detector_timeout < float("inf"):
+            raise ValueError(f"starling.launch: --detector-timeout must be a positive number of "
+                             f"seconds, got {detector_timeout}")
+        fault_tolerant = True
     cmd = [find_mpirun(), "-n", str(nprocs)]
     if oversubscribe is None:
         # Open MPI refuses more ranks than slots (cores) on a host unless told otherwise
@@ -54,6 +71,12 @@ def build_command(nprocs, target, args, *, module=False, fault_tolerant=False, e
         cmd.append("--allow-run-as-root")
     if fault_tolerant:
         cmd += ["--with-ft", "ulfm"]
+    if detector_timeout is not None:
+        # ULFM requires timeout > 3 * period. Not ULFM's own detector thread: with it, this
+        # Open MPI (5.0) hangs in MPI_Finalize; Starling's progress thread does its job
+        cmd += ["--mca", "mpi_ft_detector", "true",
+                "--mca", "mpi_ft_detector_period", repr(detector_timeout / 4),
+                "--mca", "mpi_ft_detector_timeout", repr(float(detector_timeout))]
     cmd += ["--mca", "osc", "^ucx"]   # silences the UCX one-sided component's warnings
     cmd += list(extra)
     cmd += [sys.executable] + (["-m", target] if module else [target]) + list(args)
@@ -64,7 +87,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m starling.launch",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--nprocs", type=int, required=True)
-    parser.add_argument("--fault-tolerant", action="store_true")
+    parser.add_argument("--fault-tolerant", action="store_true",
+                        help="ULFM: a failed rank raises RankFailure on the survivors")
+    parser.add_argument("--detector-timeout", type=float, default=None, metavar="S",
+                        help="heartbeat failure detector: a rank silent for S seconds counts as "
+                             "failed (implies --fault-tolerant)")
     parser.add_argument("-m", dest="module", action="store_true",
                         help="run the target as a module (python -m target)")
     parser.add_argument("--mpirun-args", nargs=argparse.REMAINDER, default=[],
@@ -74,7 +101,8 @@ def main(argv=None) -> int:
     ns = parser.parse_args(argv)
     try:
         cmd = build_command(ns.nprocs, ns.target, ns.args, module=ns.module,
-                            fault_tolerant=ns.fault_tolerant, extra=ns.mpirun_args)
+                            fault_tolerant=ns.fault_tolerant, extra=ns.mpirun_args,
+                            detector_timeout=ns.detector_timeout)
     except ValueError as e:
         parser.error(str(e))
     env = dict(os.environ)

@@ -1,7 +1,7 @@
 """The cpp backend: compiled (fused C++ kernels) equals eager / numpy_ref.
 
-Generated from the OpInfo registry (one regular and the edge-value samples per op and dtype, all
-compiled as ONE shared object so the whole sweep costs one compiler run), plus programs from
+Generated from the OpInfo registry (one regular and the edge-value samples per op and dtype,
+compiled as one shared object per dtype), plus programs from
 grad / vmap / switch / while_loop / scan, complex programs, NaN / inf / -0.0 and integer edge
 cases, fallbacks (unsupported dtypes, no compiler). Kernels go to a temporary cache directory.
 """
@@ -22,6 +22,7 @@ from starling.lowering.fused import fused_kernel_p
 from starling.core.ir import eval_program
 from starling.lowering.pipeline import run_pipeline
 from starling.transforms.stage import make_ir
+from tests import exact_casts
 from tests.opinfo import REGISTRY, resolve
 import tests.opinfo.families  # noqa: F401
 
@@ -91,6 +92,12 @@ def _cases():
 
 CASES = _cases()
 
+# The sweep is one test class per dtype, each compiling its kernels as one shared object (the
+# whole sweep is about 40 s of g++ on one core). pytest-xdist runs with --dist loadscope
+# (pyproject.toml), which sends each class to one worker: every kernel is compiled once and the
+# workers share the classes (with --dist load, each worker compiled the whole sweep).
+SWEEP_DTYPES = sorted({dt.name for _, dt, _ in CASES})
+
 
 def _staged(info, sample):
     op = resolve(info.name)
@@ -105,29 +112,29 @@ def _staged(info, sample):
     return f, arrays
 
 
-@pytest.fixture(scope="module")
-def compiled_cases(_cache_dir):
-    """(numpy_ref result, compiled result or exception, executable) per case; one compiler run
-    for all. The reference is the same optimised Program run by numpy_ref (eager vs staged is
-    test_ops_generated's business)."""
-    progs, meta = [], []
-    for info, dt, sample in CASES:
+def _compile_cases(indices):
+    """index -> (numpy_ref result, compiled result or exception, executable), or None where the
+    op rejects the sample; one compiler run for all ``indices``. The reference is the same
+    optimised Program run by numpy_ref (eager vs staged is test_ops_generated's business)."""
+    progs, meta = [], {}
+    for index in indices:
+        info, dt, sample = CASES[index]
         f, arrays = _staged(info, sample)
         try:
             f(*arrays)
             prog = run_pipeline(make_ir(f)(*arrays))
             eager = eval_program(prog, prog.consts, *arrays)
         except Exception:  # noqa: BLE001  (the op rejects this sample: nothing to compare)
-            meta.append(None)
+            meta[index] = None
             continue
         progs.append(prog)
-        meta.append((eager, prog, arrays))
+        meta[index] = (eager, prog, arrays)
     exes = backends.get_backend("cpp").compile_many(progs)
     by_prog = {id(p): e for p, e in zip(progs, exes)}
-    results = []
-    for m in meta:
+    results = {}
+    for index, m in meta.items():
         if m is None:
-            results.append(None)
+            results[index] = None
             continue
         eager, prog, arrays = m
         exe = by_prog[id(prog)]
@@ -135,63 +142,89 @@ def compiled_cases(_cache_dir):
             got = exe(prog.consts, arrays)
         except Exception as e:  # noqa: BLE001  (reported by the test)
             got = e
-        results.append((eager, got, exe))
+        results[index] = (eager, got, exe)
     return results
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("index", range(len(CASES)),
-                         ids=[f"{i.name}-{d.name}-{s.name}" for i, d, s in CASES])
-def test_opinfo_compiled_matches_numpy_ref(index, compiled_cases):
-    info, dt, sample = CASES[index]
-    res = compiled_cases[index]
-    if res is None:
-        pytest.skip("the op rejects this sample")
-    eager, got, exe = res
-    if isinstance(got, Exception):
-        raise got
-    rtol, atol = info.tol(dt)
-    if dt.kind in "fc" and dt.itemsize <= 8 and dt != np.float64:
-        rtol = max(rtol, 2e-5)   # vector math (libmvec) is within 4 ulp
-    eager_l = tree.leaves(eager)
-    assert len(got) == len(eager_l)
-    for g, e in zip(got, eager_l):
-        assert g.shape == e.shape and g.dtype == e.dtype, (info.name, sample.name)
-        g, e = np.asarray(g), np.asarray(e)
-        if g.dtype.kind in "biu":
-            np.testing.assert_array_equal(g, e, err_msg=f"{info.name}{sample.name}")
-        else:
-            kind = np.complex128 if g.dtype.kind == "c" else np.float64
-            np.testing.assert_allclose(g.astype(kind), e.astype(kind), rtol=rtol, atol=atol,
-                                       equal_nan=True, err_msg=f"{info.name}{sample.name}")
+def _indices(dtype_name):
+    return [i for i, (_, dt, _) in enumerate(CASES) if dt.name == dtype_name]
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.cls is not None and issubclass(metafunc.cls, _Sweep) \
+            and "index" in metafunc.fixturenames:
+        indices = _indices(metafunc.cls.DTYPE)
+        metafunc.parametrize("index", indices, ids=[
+            f"{CASES[i][0].name}-{CASES[i][1].name}-{CASES[i][2].name}" for i in indices])
+
+
+@pytest.fixture(scope="class")
+def compiled(request, _cache_dir):
+    """``_compile_cases`` of the sweep class's dtype: one compiler run per class."""
+    return _compile_cases(_indices(request.cls.DTYPE))
 
 
 @pytest.mark.slow
-def test_generated_sweep_really_runs_native_kernels(compiled_cases):
-    native = [r for r in compiled_cases if r is not None and not isinstance(r[1], Exception)
-              and isinstance(r[2], cpp_backend.CppExecutable)
-              and any(e.primitive is fused_kernel_p for e in r[2].program.eqns)]
-    assert len(native) > len(CASES) // 3
+class _Sweep:
+    """The generated sweep over the cases of one dtype ``DTYPE``."""
+    DTYPE = None
+
+    def test_opinfo_compiled_matches_numpy_ref(self, index, compiled):
+        info, dt, sample = CASES[index]
+        res = compiled[index]
+        if res is None:
+            pytest.skip("the op rejects this sample")
+        eager, got, exe = res
+        if isinstance(got, Exception):
+            raise got
+        rtol, atol = info.tol(dt)
+        if dt.kind in "fc" and dt.itemsize <= 8 and dt != np.float64:
+            rtol = max(rtol, 2e-5)   # vector math (libmvec) is within 4 ulp
+        eager_l = tree.leaves(eager)
+        assert len(got) == len(eager_l)
+        for g, e in zip(got, eager_l):
+            assert g.shape == e.shape and g.dtype == e.dtype, (info.name, sample.name)
+            g, e = np.asarray(g), np.asarray(e)
+            if g.dtype.kind in "biu":
+                np.testing.assert_array_equal(g, e, err_msg=f"{info.name}{sample.name}")
+            else:
+                kind = np.complex128 if g.dtype.kind == "c" else np.float64
+                np.testing.assert_allclose(g.astype(kind), e.astype(kind), rtol=rtol, atol=atol,
+                                           equal_nan=True, err_msg=f"{info.name}{sample.name}")
+
+    def test_generated_sweep_really_runs_native_kernels(self, compiled):
+        native = [r for r in compiled.values() if r is not None
+                  and not isinstance(r[1], Exception)
+                  and isinstance(r[2], cpp_backend.CppExecutable)
+                  and any(e.primitive is fused_kernel_p for e in r[2].program.eqns)]
+        assert len(native) > len(compiled) // 3
 
 
-@pytest.mark.slow
-def test_generated_sweep_fuses_low_precision_floats(compiled_cases):
-    # float16 / bfloat16 / float8 / float4 run in the kernels (cpp_lowp.py): the policy turns
-    # down only the ops defined on the formats' bit patterns (spacing, nextafter)
-    policy = cpp_backend.CppPolicy()
-    refused, native, total = set(), 0, 0
-    for (info, dt, _), r in zip(CASES, compiled_cases):
-        if dt.name not in LOWP_DTYPES or r is None or isinstance(r[1], Exception):
-            continue
-        total += 1
-        eqns = r[2].program.eqns
-        native += any(e.primitive is fused_kernel_p for e in eqns)
-        for e in eqns:
-            if (e.primitive.scalar_formula is not None and policy.kind(e) is None
-                    and any(np.dtype(v.aval.dtype).name in LOWP_DTYPES for v in e.invars)):
-                refused.add(e.primitive.name)
-    assert refused <= {"spacing", "nextafter"}, refused
-    assert native > total // 2, (native, total)
+class _LowpSweep(_Sweep):
+    """The sweep of a low-precision float dtype: also checks that its ops really are fused."""
+
+    def test_generated_sweep_fuses_low_precision_floats(self, compiled):
+        # float16 / bfloat16 / float8 / float4 run in the kernels (cpp_lowp.py): the policy
+        # turns down only the ops defined on the formats' bit patterns (spacing, nextafter)
+        policy = cpp_backend.CppPolicy()
+        refused, native, total = set(), 0, 0
+        for r in compiled.values():
+            if r is None or isinstance(r[1], Exception):
+                continue
+            total += 1
+            eqns = r[2].program.eqns
+            native += any(e.primitive is fused_kernel_p for e in eqns)
+            for e in eqns:
+                if (e.primitive.scalar_formula is not None and policy.kind(e) is None
+                        and any(np.dtype(v.aval.dtype).name in LOWP_DTYPES for v in e.invars)):
+                    refused.add(e.primitive.name)
+        assert refused <= {"spacing", "nextafter"}, refused
+        assert native > total // 2, (native, total)
+
+
+for _name in SWEEP_DTYPES:
+    _base = _LowpSweep if _name in LOWP_DTYPES else _Sweep
+    globals()[f"TestSweep_{_name}"] = type(f"TestSweep_{_name}", (_base,), {"DTYPE": _name})
 
 
 # ---- programs from transformations ---------------------------------------------------------------
@@ -316,15 +349,20 @@ def test_integer_wraparound_division_by_zero_and_shifts(dt):
 
 @pytest.mark.parametrize("src", ["float32", "float64"])
 def test_mixed_dtype_conversions(src):
-    # includes out-of-range and NaN values: whatever NumPy's casts give on this machine
-    a = snp.asarray(np.array([-1.7, 0.5, 2.9, 300.2, -0.0, np.nan, 1e10, -1e10, 70000.5],
-                             src))
+    # includes out-of-range and NaN values: truncation, saturation, NaN -> 0 (Starling's rule)
+    x = np.array([-1.7, 0.5, 2.9, 300.2, -0.0, np.nan, 1e10, -1e10, 70000.5], src)
+    a = snp.asarray(x)
+    ints = (snp.int8, snp.int16, snp.int32, snp.int64, snp.uint8, snp.uint16, snp.uint32,
+            snp.uint64, snp.bool)
 
     def f(a):
-        return [snp.astype(a, dt) for dt in (snp.int8, snp.int16, snp.int32, snp.int64,
-                                             snp.uint8, snp.uint16, snp.uint32, snp.bool)] + [
+        return [snp.astype(a, dt) for dt in ints] + [
             snp.astype(a > 0, snp.float64), snp.astype(snp.astype(a, snp.int64), snp.float32)]
-    assert_close(cpp(f)(a), f(a))
+    got, eager = cpp(f)(a), f(a)
+    assert_close(got, eager)
+    for g, dt in zip(got, ints):
+        np.testing.assert_array_equal(np.asarray(g), exact_casts.convert(x, dt))
+    assert np.asarray(got[4]).tolist() == [0, 0, 2, 255, 0, 0, 255, 0, 255]
 
 
 def test_complex_programs_are_decomposed_and_match():

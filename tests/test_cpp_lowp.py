@@ -1,16 +1,20 @@
 """float16 / bfloat16 / float8_e4m3fn / float8_e5m2 / float4_e2m1fn in the cpp backend's kernels.
 
 Kernels hold these values in float, compute each primitive in float and round its result to the
-format (src/lowering/backends/cpp_lowp.py). The references are NumPy's float16 ufuncs and casts
-and ml_dtypes' (the other formats), called directly, and numpy_ref for reductions:
+format (src/lowering/backends/cpp_lowp.py). The references:
 
-* conversions: every stored bit pattern widened to every dtype; float32 and float64 values around
-  every representable value (the value, the halfway points, one and two float ulps either side,
-  subnormals, the overflow boundary), inf, NaN payloads, -0.0 and random bit patterns narrowed;
-  integers around every representable integer narrowed: the same bits, NaN payloads included;
+* conversions: Starling's own rules (src/core/casting.py), computed by an independent oracle in
+  exact integer arithmetic (tests/exact_casts.py), never by the installed ml_dtypes (whose
+  float64 / integer -> bfloat16 and float -> integer casts changed in 0.7): every stored bit
+  pattern widened to every dtype; float32 and float64 values around every representable value
+  (the value, the halfway points, one and two float ulps either side, subnormals, the overflow
+  boundary), inf, NaN payloads, -0.0 and random bit patterns narrowed; integers around every
+  representable integer and halfway point narrowed. Compiled, eager and numpy_ref results all
+  equal the oracle, bit for bit, NaN bits included;
 * arithmetic, comparisons, where, abs / negative, maximum / minimum with NaN, chains where every
-  step rounds, literals: the same bits (the sign / payload of a NaN made by an operation is not
-  compared: the compiler may swap the operands of ``+``);
+  step rounds, literals: NumPy's float16 ufuncs and ml_dtypes', called directly: the same bits
+  (the sign / payload of a NaN made by an operation is not compared: the compiler may swap the
+  operands of ``+``);
 * exp / tanh / sin / log / tanh chains: within one unit in the last place of the format (the
   vector math library and NumPy's scalar loops round float results differently);
 * reductions: numpy_ref (float32 accumulation, one rounding; the kernels accumulate in double)
@@ -35,6 +39,7 @@ from starling.lowering.backends import cpp as cpp_backend
 from starling.lowering.fused import fused_kernel_p
 from starling.lowering.pipeline import run_pipeline
 from starling.transforms.stage import make_ir
+from tests import exact_casts
 
 pytestmark = pytest.mark.skipif(cache.find_compiler() is None, reason="no C++ compiler")
 
@@ -45,9 +50,6 @@ LOWP = (F16, BF16, E4M3, E5M2, F4)
 F32, F64 = np.dtype(np.float32), np.dtype(np.float64)
 INTS = tuple(np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
                                    np.uint32, np.uint64))
-# casts left to NumPy on purpose (NumPy's float -> uint32 / uint64 results come from its own
-# loops, as for float32): (source, target)
-NUMPY_CASTS = {(s, t) for s in (F16, BF16) for t in (np.dtype(np.uint32), np.dtype(np.uint64))}
 IDS = [d.name for d in LOWP]
 
 
@@ -98,8 +100,9 @@ def f32_sample(dt, rng):
 
 
 def f64_sample(dt, rng):
-    """float64 values: the float32 sample, one float64 ulp around each halfway point (ml_dtypes
-    rounds through float32, NumPy's float16 does not), NaN payloads, random values."""
+    """float64 values: the float32 sample, one float64 ulp around each halfway point (a cast
+    that rounds through float32 to nearest lands on the halfway point: double rounding), NaN
+    payloads, random values."""
     v = finite_sorted(dt)
     v = v[v >= 0]
     top = 2 * v[-1] - v[-2]
@@ -333,25 +336,36 @@ def ulp_distance(a, b):
 
 # ---- conversions ---------------------------------------------------------------------------------
 
+def assert_cast(case, target, what):
+    """The compiled, eager and numpy_ref results of the cast program ``case`` equal the exact
+    oracle, bit for bit; the program ran as a native kernel."""
+    x = np.asarray(case.args[0])
+    want = exact_casts.convert_bits(x, target)
+    eager = snp.asarray(x).astype(target)
+    staged = eval_program(case.prog, case.prog.consts, *case.args)[0]
+    for name, got in (("compiled", case.result[0]), ("eager", eager), ("numpy_ref", staged)):
+        got = np.asarray(got)
+        assert got.dtype == target, (what, name, got.dtype)
+        got = got if target.kind in "biu" else bits(got)
+        bad = np.nonzero(got != want)[0]
+        assert not len(bad), (f"{what} ({name}): {len(bad)} of {got.size} differ, e.g. "
+                              f"{[(x[i], hex(bits(x)[i]), got[i], want[i]) for i in bad[:6]]}")
+    assert _native(case), f"{what} not native"
+
+
 @pytest.mark.parametrize("dt", LOWP, ids=IDS)
-def test_every_pattern_widens_like_numpy(lowp, dt):
+def test_every_pattern_widens_exactly(lowp, dt):
     for target in LOWP + (F32, F64, np.dtype(np.bool_)) + INTS:
-        if target == dt:
-            continue
-        case = lowp[("widen", dt, target)]
-        x = np.asarray(case.args[0])
-        assert_bits(case.result[0], x.astype(target), f"{dt} -> {target}")
-        assert _native(case) or (dt, target) in NUMPY_CASTS, f"{dt} -> {target} not native"
+        if target != dt:
+            assert_cast(lowp[("widen", dt, target)], target, f"{dt} -> {target}")
 
 
 @pytest.mark.parametrize("dt", LOWP, ids=IDS)
-def test_narrowing_float32_float64_ints_bool_like_numpy(lowp, dt):
+def test_narrowing_float32_float64_ints_bool_rounds_once(lowp, dt):
     for src in (F32, F64, np.dtype(np.bool_)) + INTS:
         case = lowp[("narrow", src, dt)]
-        x = np.asarray(case.args[0])
-        assert x.dtype == src
-        assert_bits(case.result[0], x.astype(dt), f"{src} -> {dt}")
-        assert _native(case), f"{src} -> {dt} not native"
+        assert np.asarray(case.args[0]).dtype == src
+        assert_cast(case, dt, f"{src} -> {dt}")
 
 
 def test_samples_reach_the_hard_cases():

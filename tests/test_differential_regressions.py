@@ -155,3 +155,27 @@ def test_numpy_inputs_give_starling_dtypes(name, dtype):
         assert eager.dtype == np.dtype(dtype)   # shape and dtype kept
     np.testing.assert_allclose(np.asarray(eager, np.float64), np.asarray(compiled, np.float64),
                                rtol=1e-6, atol=1e-6)
+
+
+# ---- integer rounding to tens, hundreds, ...: exact, wrapping like integer arithmetic -------
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                                np.uint32, np.uint64])
+def test_integer_round_negative_decimals_is_exact_and_wraps(dt):
+    info = np.iinfo(dt)
+    rng = np.random.default_rng(4)
+    edge = np.array([info.min, info.max, 0, 5, 15, 25, 45, info.max - 5, info.min + 5],
+                    dtype=object).astype(dt)
+    x = np.concatenate([rng.integers(info.min, info.max, 100, dtype=dt, endpoint=True), edge])
+    for d in (-1, -2, -3, -9, -18, -19, -20):
+        p = 10 ** -d
+        want = []
+        for v in x.tolist():
+            q, r = divmod(v, p)
+            q += 2 * r > p or (2 * r == p and q % 2)
+            want.append((q * p - int(info.min)) % 2 ** info.bits + int(info.min))
+        want = np.array(want, dtype=object).astype(dt)
+        got = np.asarray(snp.round(snp.asarray(x), decimals=d))
+        np.testing.assert_array_equal(got, want, err_msg=f"{dt} decimals={d}")
+        compiled = st.compile(lambda v: snp.round(v, decimals=d))(x)
+        np.testing.assert_array_equal(np.asarray(compiled), want)

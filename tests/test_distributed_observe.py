@@ -72,6 +72,10 @@ def test_timeouts_name_the_sleeping_rank_eager_and_spmd(tmp_path, monkeypatch):
             else:
                 raise AssertionError(f"{what} did not time out")
 
+        # ranks 0 and 2 meet right before each timed call, so that on a loaded machine the
+        # only rank late by more than the timeout is the sleeper
+        pair = dist.new_group([0, 2])
+
         # eager: rank 1 is alive but asleep in Python (rank 2 waits on an async Work)
         x = snp.arange(3.0) + r
         if r == 1:
@@ -92,6 +96,7 @@ def test_timeouts_name_the_sleeping_rank_eager_and_spmd(tmp_path, monkeypatch):
         if r == 1:
             time.sleep(LATE)
         else:
+            dist.barrier(group=pair, timeout=60)
             expect_timeout(lambda: f(xs), "shard_map psum (new group)")
         dist.set_timeout(None)
         close(f(xs), [3.0, 3.0])   # the creation left pending completes; everyone goes on
@@ -102,6 +107,7 @@ def test_timeouts_name_the_sleeping_rank_eager_and_spmd(tmp_path, monkeypatch):
             time.sleep(LATE)
             close(f(xs), [3.0, 3.0])
         else:
+            dist.barrier(group=pair, timeout=60)
             expect_timeout(lambda: f(xs), "shard_map psum")
         dist.set_timeout(None, mesh)
         dist.barrier()
@@ -118,6 +124,86 @@ def test_timeouts_name_the_sleeping_rank_eager_and_spmd(tmp_path, monkeypatch):
     first = str(result.first)
     assert "collective #2 of group spmd[0, 1, 2]" in first and "rank1 has no record" in first
     assert "all_reduce(float32[2])" in first or "all_reduce(float64[2])" in first
+
+
+def test_timeouts_and_dumps_after_a_failure_and_reconfigure(tmp_path, monkeypatch):
+    # 3 ranks, fault tolerant: rank 1 is killed; the survivors (job ranks 0 and 2) get
+    # RankFailure and reconfigure, so job rank 2 becomes world rank 1. The world and a mesh
+    # group over the same two processes are made again: new incarnations (uid~1), which both
+    # survivors name alike; timeouts in them name the sleeper by its new world rank, and its dump
+    # (requested through the arrival board, addressed by job rank) is filed as rank2.json
+    dumps = tmp_path / "dumps"
+    monkeypatch.setenv("STARLING_FLIGHT_RECORDER_DIR", str(dumps))
+    proc = run_job(tmp_path, 3, """
+        import os, signal, time
+        T = 1.0
+        j = r   # the job rank, kept through the reconfiguration
+        world = dist.world_group()
+        assert world.uid == "world", world.uid
+        devs = st.devices()
+        mesh02 = make_mesh((2,), ("i",), devices=[devs[0], devs[2]])
+        f02 = st.shard_map(lambda b: lax.psum(b, "i"), mesh02, in_specs=P("i"), out_specs=P())
+        def x02():
+            return dist.make_array_from_process_local_data(NamedSharding(mesh02, P("i")),
+                                                           np.full(1, float(j)))
+        if j != 1:
+            close(f02(x02()), [2.0])
+        dist.barrier()
+        if j == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            dist.all_reduce(snp.ones(1))
+        except dist.RankFailure as e:
+            assert e.failed_ranks == (1,), e.failed_ranks
+        else:
+            raise AssertionError("no RankFailure")
+        assert world.reconfigure() == (1,)
+        r, n = dist.get_rank(), dist.get_world_size()
+        assert (r, n) == ({0: 0, 2: 1}[j], 2), (j, r, n)
+        assert world.uid == "world~1", world.uid
+        close(f02(x02()), [2.0])   # its group is made again over the same two processes
+
+        def expect_timeout(call, group):
+            try:
+                call()
+            except dist.CollectiveTimeout as e:
+                assert e.missing == (1,), (e.missing, str(e))
+                assert f"group {group}, world ranks [0, 1]" in str(e), str(e)
+                print(f"rank {r}: timed out in {group} naming rank 1", flush=True)
+            else:
+                raise AssertionError(f"{group}: no timeout")
+
+        if r == 1:
+            time.sleep(T + 1.0)
+            close(dist.all_reduce(snp.ones(1), timeout=T), [2.0])   # joins late
+        else:
+            expect_timeout(lambda: dist.all_reduce(snp.ones(1), timeout=T), "world~1")
+        dist.set_timeout(T, mesh02)
+        if r == 1:
+            time.sleep(T + 1.0)
+            close(f02(x02()), [2.0])
+        else:
+            expect_timeout(lambda: f02(x02()), "spmd[0, 2]~1")
+        dist.set_timeout(None, mesh02)
+        dist.barrier()
+        groups = sorted({e["group"] for e in dist.flight_recorder.entries()})
+        print(f"rank {r} groups {groups}", flush=True)
+        print(f"rank {r} OK", flush=True)
+    """, timeout=240, extra=("--fault-tolerant",))
+    out = proc.stdout + proc.stderr
+    for r in (0, 1):
+        assert f"rank {r} OK" in proc.stdout, out[-4000:]
+    assert proc.stdout.count("timed out in world~1 naming rank 1") == 1, out[-4000:]
+    assert proc.stdout.count("timed out in spmd[0, 2]~1 naming rank 1") == 1, out[-4000:]
+    groups = [line.split(" groups ", 1)[1] for line in proc.stdout.splitlines()
+              if " groups " in line]
+    assert len(groups) == 2 and groups[0] == groups[1], groups   # the survivors agree
+    for uid in ("world", "world~1", "spmd[0, 2]", "spmd[0, 2]~1"):
+        assert repr(uid) in groups[0], groups[0]
+    # files by job rank; job rank 2 (world rank 1 now) dumped when rank 0 asked
+    logs = {p.stem: DebugMode.load_logs(p) for p in dumps.glob("*.json")}
+    assert sorted(logs) == ["rank0", "rank2"], sorted(logs)
+    assert logs["rank2"].meta["reason"] == "requested by rank 0", logs["rank2"].meta
 
 
 def test_window_two_ranks_and_flight_recorder_of_a_mismatched_job(tmp_path, monkeypatch):

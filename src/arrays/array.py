@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core import dtypes
+from ..core import casting, dtypes
 from ..core.avals import ShapedArray
 from ..core.trace import EvalTrace
 from . import device as _device
@@ -130,7 +130,7 @@ class Array:
     def __array__(self, dtype=None, copy=None):
         buf = np.asarray(self._buf)
         if dtype is not None and np.dtype(dtype) != buf.dtype:
-            return buf.astype(dtype)
+            return casting.astype(buf, dtype)   # Starling's conversion rules
         if copy:
             return buf.copy()
         return _read_only_view(buf)

@@ -9,7 +9,7 @@ import numbers
 
 import numpy as np
 
-from ..core import dtypes
+from ..core import casting, dtypes
 from ..core.symbolic import DimExpr
 from ..core.trace import Tracer
 from .array import Array, wrap
@@ -78,27 +78,32 @@ def _stack_traced(x, op, dtype):
 def from_array_like(x, op="asarray", dtype=None):
     """Copies an array-like (NumPy array/scalar, nested lists, DLPack producer) into an Array.
 
-    Nested Python lists of floats become float32 (the default float), of ints int64.
+    Nested Python lists of floats become float32 (the default float), of ints int64. With
+    ``dtype``, the data are built at their own dtype and converted by Starling's rules
+    (``core/casting.py``); Python ints out of range of an integer ``dtype`` raise
+    OverflowError, as in NumPy.
     """
     if isinstance(x, (str, bytes)) or x is None or isinstance(x, dict):
         raise TypeError(f"{op}: expected an array, a Python scalar or a nested list of numbers, "
                         f"got {type(x).__name__}")
     if isinstance(x, np.ndarray) or isinstance(x, np.generic):
-        buf = np.array(x, dtype=dtype, copy=True)
+        buf = np.array(x, copy=True)
     elif isinstance(x, (memoryview, bytearray)):
-        buf = np.array(x, dtype=dtype, copy=True)  # the buffer protocol (Array API asarray)
+        buf = np.array(x, copy=True)  # the buffer protocol (Array API asarray)
     elif hasattr(x, "__array__"):
-        buf = np.array(np.asarray(x), dtype=dtype, copy=True)
+        buf = np.array(np.asarray(x), copy=True)
     elif hasattr(x, "__dlpack__"):
-        buf = np.array(np.from_dlpack(x), dtype=dtype, copy=True)
+        buf = np.array(np.from_dlpack(x), copy=True)
     elif isinstance(x, (list, tuple)):
         if _holds_tracer(x):   # e.g. f([a, b]) under compile / grad: stack the traced values
             return _stack_traced(x, op, dtype)
         buf = _from_sequence(x, op, dtype)
     elif isinstance(x, numbers.Number):
-        buf = np.array(x, dtype=dtype)
+        buf = np.array(x)
     else:
         raise TypeError(f"{op}: cannot convert {type(x).__name__} to an array")
+    if dtype is not None and buf.dtype != dtype:
+        buf = _convert_built(buf, np.dtype(dtype), x)
     if buf.dtype == object or buf.dtype.kind in "USMmO":
         raise TypeError(f"{op}: cannot convert {type(x).__name__} with NumPy dtype {buf.dtype} "
                         "to a Starling array (numbers only)")
@@ -106,12 +111,21 @@ def from_array_like(x, op="asarray", dtype=None):
     return wrap(buf, False)
 
 
+def _convert_built(buf, dtype, x):
+    """``buf`` (built from ``x`` at its own dtype) converted to ``dtype``."""
+    if (buf.dtype.kind in "iub" and dtype.kind in "iub") or buf.dtype.kind in "OUS":
+        # NumPy's own construction: its range checks of Python ints (out of range raises),
+        # its errors for non-numbers
+        return np.array(x if not isinstance(x, (list, tuple)) else buf.tolist(), dtype=dtype)
+    return casting.astype(buf, dtype)
+
+
 def _from_sequence(x, op, dtype):
     leaves = []
     _flatten_sequence(x, leaves)
     converted = [np.asarray(leaf) if isinstance(leaf, (Array, Tracer)) else leaf for leaf in leaves]
     try:
-        buf = np.array(_rebuild_sequence(x, iter(converted)), dtype=dtype)
+        buf = np.array(_rebuild_sequence(x, iter(converted)))
     except ValueError as e:
         raise ValueError(f"{op}: nested sequence is ragged or not numeric: {e}") from None
     if dtype is None:

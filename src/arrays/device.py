@@ -16,7 +16,8 @@ import os
 
 class Device:
     """A device: ``platform`` ("cpu"), ``id`` (unique in the job), ``process_index`` (the process
-    that owns it; 0 without ``starling.distributed``). Compared by value."""
+    that owns it; 0 without ``starling.distributed``; None once that process failed and the job
+    was reconfigured without it). Compared by value (platform and id, which never change)."""
 
     __slots__ = ("platform", "id", "process_index")
 
@@ -26,7 +27,8 @@ class Device:
         self.process_index = process_index
 
     def __repr__(self):
-        proc = f", process_index={self.process_index}" if self.process_index else ""
+        proc = ", failed" if self.process_index is None else \
+            f", process_index={self.process_index}" if self.process_index else ""
         name = "CpuDevice" if self.platform == "cpu" else f"{self.platform.upper()}Device"
         return f"{name}(id={self.id}{proc})"
 
@@ -127,6 +129,17 @@ def set_process_devices(process_index: int, global_devices) -> None:
     local = (DEFAULT_DEVICE,) + local[1:]
     glob = tuple(DEFAULT_DEVICE if d == local[0] else d for d in global_devices)
     _STATE.update(local=local, process_index=process_index, **{"global": glob})
+
+
+def renumber_processes(new_index, process_index: int) -> None:
+    """After processes left the job (``starling.distributed`` reconfiguration): every Device of
+    the job takes its process's new index ``new_index[old]``, in place, so that existing meshes
+    see it; devices of processes missing from ``new_index`` get ``process_index`` None and leave
+    ``devices()``. Device ids do not change. ``process_index``: this process's new index."""
+    for d in _STATE["global"] or ():
+        d.process_index = new_index.get(d.process_index)
+    glob = tuple(d for d in _STATE["global"] or () if d.process_index is not None)
+    _STATE.update(process_index=process_index, **{"global": glob})
 
 
 def local_cpu_device_count_setting() -> int:

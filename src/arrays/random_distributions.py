@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ..core import dtypes
+from ..core import casting, dtypes
 from ..core.trace import Tracer
 from . import numpy as snp
 from .array import Array, wrap
@@ -153,7 +153,7 @@ def uniform(key, shape=(), dtype=_F32, minval=0.0, maxval=1.0):
     dt = _float_dtype(dtype, "uniform")
     shape = _shape(shape, "uniform")
     if _is_py_real(minval) and _is_py_real(maxval):
-        lo, hi = np.asarray(minval, dtype=dt), np.asarray(maxval, dtype=dt)
+        lo, hi = (np.asarray(casting.scalar(v, dt)) for v in (minval, maxval))
         if not lo < hi:
             raise ValueError(f"uniform: minval ({minval}) must be less than maxval ({maxval}) "
                              f"in {dt}")

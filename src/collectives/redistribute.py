@@ -30,6 +30,7 @@ import logging
 import numpy as np
 
 from ..arrays.array import wrap
+from ..core import dtypes
 from ..core.placements import Replicate, chunk_bounds, partial_fill
 from .primitives import (all_gather_p, all_reduce_p, all_to_all_p, axis_index_p,
                          reduce_scatter_p, shard_slice_p)
@@ -188,7 +189,7 @@ def apply_local(x, shape, src, dst, device):
         elif st.kind == "reduce":
             if st.op == "avg":
                 total = all_reduce_p.bind(x, axes=axes, op="sum")
-                x = (total / k if np.dtype(x.dtype).kind in "fc" else total // k).astype(x.dtype)
+                x = (total / k if dtypes.is_inexact(x.dtype) else total // k).astype(x.dtype)
             else:
                 x = all_reduce_p.bind(x, axes=axes, op=st.op)
         elif st.kind == "partial" and partial_fill(st.op, x.dtype) is not None:

@@ -25,6 +25,7 @@ from .. import tree as tree_util
 from ..arrays.array import wrap
 from ..arrays.convert import operand
 from ..arrays.ops import rules as R
+from ..core import dtypes
 from ..core.ad_util import Zero, is_undefined, tangent_aval
 from ..core.avals import ShapedArray
 from ..core.axis_env import bound_axes
@@ -216,7 +217,7 @@ def _transpose(cts, *args, body, mesh, in_shardings, out_shardings, check_rep, o
     for ct, v, unproven in zip(cts, body.outvars, out_unproven):
         ct = R.instantiate(ct) if type(ct) is not Zero else R.zeros_like_aval(
             tangent_aval(global_aval(v.aval, out_shardings[len(ct_vals)])))
-        if unproven and np.dtype(ct.dtype).kind in "fc":
+        if unproven and dtypes.is_inexact(ct.dtype):
             # an output claimed replicated without proof: each device's copy takes an equal
             # share of the cotangent (the output is the mean of identical copies)
             ct = ct / snp.asarray(math.prod(mesh.shape[a] for a in unproven), dtype=ct.dtype)

@@ -306,23 +306,25 @@ def split_pieces(value, sharding):
     """The pieces (mesh flat order; None for remote devices) of the NumPy ``value`` laid out by
     ``sharding``; Partial axes keep the value at coordinate 0 and the op's identity elsewhere
     (``partial_fill``: reducing them gives ``value`` back exactly, signed zeros included)."""
-    mesh = sharding.mesh
     shape = value.shape
-    partial = dict(sharding.partial)
-    out = []
-    for dev in mesh.flat_devices:
-        if not dev.is_local:
-            out.append(None)
-            continue
-        piece = np.array(value[sharding.shard_index(shape, dev)], copy=True)
-        if partial:
-            c = dict(zip(mesh.axis_names, mesh.coords(dev)))
-            for a, op in partial.items():
-                fill = partial_fill(op, value.dtype)
-                if c[a] != 0 and fill is not None:
-                    piece[...] = fill
-        out.append(piece)
-    return tuple(out)
+    return tuple(partial_piece(np.array(value[sharding.shard_index(shape, dev)], copy=True),
+                               sharding, dev) if dev.is_local else None
+                 for dev in sharding.mesh.flat_devices)
+
+
+def partial_piece(piece, sharding, device):
+    """``device``'s piece of a value laid out by ``sharding``, given the value's block
+    ``piece`` (a fresh NumPy array, changed in place): along Partial axes, devices at coordinate
+    0 keep it and the others hold the op's identity (``partial_fill``), so that reducing them
+    gives the value back exactly."""
+    if sharding.partial:
+        mesh = sharding.mesh
+        c = dict(zip(mesh.axis_names, mesh.coords(device)))
+        for a, op in sharding.partial:
+            fill = partial_fill(op, piece.dtype)
+            if c[a] != 0 and fill is not None:
+                piece[...] = fill
+    return piece
 
 
 def distribute_sharding(x, sharding):

@@ -116,9 +116,10 @@ def partial_fill(op: str, dtype):
     For sums of floating / complex dtypes that is -0.0 (``x + -0.0 == x`` for every ``x``; +0.0
     would turn -0.0 into +0.0), 0 otherwise; 1 for products; None for max / min / avg (every
     position keeps the value)."""
-    import numpy as np
+    from . import dtypes
     if op == "sum":
-        return -0.0 if np.dtype(dtype).kind in "fc" else 0
+        # dtypes.is_inexact, not NumPy's kind: ml_dtypes' bfloat16 / float8 have kind 'V'
+        return -0.0 if dtypes.is_inexact(dtypes.canonicalize(dtype)) else 0
     return 1 if op == "prod" else None
 
 

@@ -12,13 +12,19 @@ transports that emulate one-sided access in software the read waits for the targ
 call; ``CollectiveTimeout`` then says the ranks are unknown rather than guessing.
 
 Each group (``GroupTrack``) has a job-wide key that every member computes alike (its kind,
-creation order and ranks), so a reader finds the group in a peer's table by key.
+creation order and ranks), so a reader finds the group in a peer's table by key. A group made
+again under the same id (``reconfigure()`` after a failure, a mesh group remade) is a new
+incarnation with its own key (``uid~1``, ``uid~2``...), so nobody reads the old counts.
+
+The window spans the job's processes as they were at ``initialize()`` and is addressed by job
+rank (``runtime.job_rank``), so it keeps working when a reconfiguration renumbers the world (a
+failed process's table just cannot be read). Freeing it is collective over those processes,
+so after a failure it is left to the process's exit.
 A watchdog thread per process polls its header and dumps the flight recorder when a peer asks
 (the peer timed out or saw a failure), so every rank's history lands in the dump directory.
 """
 from __future__ import annotations
 
-import atexit
 import hashlib
 import threading
 import warnings
@@ -48,7 +54,8 @@ class GroupTrack:
     def __init__(self, uid, members, slot):
         self.uid = uid
         self.members = [int(m) for m in members]
-        self.names = [f"rank{m}" for m in self.members]   # as the flight recorder names them
+        # as the flight recorder names them: by job rank, which a reconfiguration keeps
+        self.names = [f"rank{runtime.job_rank(m)}" for m in self.members]
         self.key = stable_hash(uid)
         self.slot = slot
         self.seq = 0
@@ -111,12 +118,13 @@ class Board:
             row[1] = seq + 1
         self.win.Sync()
 
-    def read(self, world_rank):
-        """A copy of ``world_rank``'s table (None when the window cannot be read)."""
+    def read(self, job_rank):
+        """A copy of the table of the process of ``job_rank`` (``runtime.job_rank``: the
+        window spans the job's original processes) or None when it cannot be read."""
         out = np.zeros(_HEADER + SLOTS * _FIELDS, np.int64)
         try:
-            self.win.Get([out, self.MPI.INT64_T], world_rank)
-            self.win.Flush(world_rank)
+            self.win.Get([out, self.MPI.INT64_T], job_rank)
+            self.win.Flush(job_rank)
         except self.MPI.Exception:
             return None
         return self._table(out)
@@ -126,9 +134,9 @@ class Board:
         with another fingerprint, ranks whose table could not be read), as world ranks."""
         missing, different, unknown = [], [], []
         for r in track.members:
-            if r == self.rank:
+            if r == runtime.get_rank():
                 continue
-            table = self.read(r)
+            table = self.read(runtime.job_rank(r))
             if table is None:
                 unknown.append(r)
                 continue
@@ -140,12 +148,12 @@ class Board:
                 different.append(r)
         return missing, different, unknown
 
-    def request_dump(self, world_ranks):
-        """Asks the processes ``world_ranks`` to dump their flight recorders (one-sided)."""
+    def request_dump(self, job_ranks):
+        """Asks the processes of ``job_ranks`` to dump their flight recorders (one-sided)."""
         MPI = self.MPI
         one = np.ones(1, np.int64)
         me = np.array([self.rank], np.int64)
-        for r in world_ranks:
+        for r in job_ranks:
             if r == self.rank:
                 continue
             try:
@@ -178,12 +186,15 @@ class Board:
         if self._watchdog is not None and self._watchdog is not threading.current_thread():
             self._watchdog.join()
 
-    def close(self):
-        """Frees the window (collective: every process of the job calls it)."""
+    def close(self, free=True):
+        """Stops using the window; ``free``: frees it too (collective over the job's original
+        processes: impossible once one of them failed)."""
         if self._closed:
             return
         self.stop_watchdog()
         self._closed = True
+        if not free:
+            return
         try:
             self.win.Unlock_all()
             self.win.Free()
@@ -205,17 +216,16 @@ def start(world):
                       "name the ranks that did not arrive", RuntimeWarning)
         return None
     _BOARD[0] = board
-    board.start_watchdog()
-    # before mpi4py's own exit hook finalizes MPI (atexit runs hooks last-registered first)
-    atexit.register(board.stop_watchdog)
+    board.start_watchdog()   # stopped before MPI finalizes, by runtime._at_exit
     return board
 
 
-def stop():
+def stop(free=True):
+    """Stops the board's watchdog and, with ``free``, frees its window (see ``Board.close``)."""
     board = _BOARD[0]
     _BOARD[0] = None
     if board is not None:
-        board.close()
+        board.close(free)
 
 
 def board():

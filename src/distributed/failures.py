@@ -5,7 +5,16 @@ MPI error reporting a failed process (ULFM: ERR_PROC_FAILED, ERR_REVOKED) raises
 ``RankFailure(failed_ranks=...)``; a deadline passing raises ``CollectiveTimeout`` naming the
 ranks that never entered the collective (read one-sidedly from the arrival board,
 src/distributed/arrival.py). Both are recorded by the flight recorder
-(src/distributed/flight_recorder.py), which dumps every rank's history.
+(src/distributed/flight_recorder.py), which dumps every rank's history. Blocking MPI calls
+(splits, shrinks) run inside ``detect_failures``, which turns the same MPI errors into
+``RankFailure``.
+
+A failure revokes the communicator it was seen on (ULFM's ``MPI_Comm_revoke``): peers blocked in
+an operation on it, even one that does not involve the dead process (a point-to-point exchange
+with a survivor that has moved on), get ``RankFailure`` too instead of waiting forever. Recovery
+is ``group.reconfigure()`` (src/distributed/elastic.py). Failures are only reported, rather than
+killing the whole job, when the job runs with ULFM (``python -m starling.launch
+--fault-tolerant``, i.e. ``mpirun --with-ft ulfm``).
 
 A timed-out collective cannot be cancelled (MPI has no cancel for collectives): its request
 and buffers are kept until it completes, which it does if the late ranks arrive; the group
@@ -13,6 +22,7 @@ stays usable as long as every rank eventually makes the same sequence of calls.
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 from ..collectives.runtime.context import CollectiveError, CollectiveTimeout
@@ -21,8 +31,11 @@ from . import runtime
 
 
 class RankFailure(CollectiveError):
-    """A peer process died or became unreachable; ``failed_ranks`` lists their world ranks
-    (as far as MPI could tell). Recover with ``group.reconfigure()``."""
+    """A peer process died, or stopped answering: with the heartbeat detector
+    (``python -m starling.launch --detector-timeout S``) a process silent for S seconds counts as
+    failed. ``failed_ranks``: their world ranks, numbered as before any recovery from this
+    failure (empty when this process saw only a revoked communicator and the runtime had not yet
+    said who died). Recover with ``group.reconfigure()`` on every survivor."""
 
     def __init__(self, message, failed_ranks=()):
         super().__init__(message)
@@ -34,18 +47,35 @@ def _ulfm_codes(MPI):
             if hasattr(MPI, n)}
 
 
-def failed_ranks(comm):
-    """World ranks of the processes of ``comm`` known to have failed (ULFM), or ()."""
+def is_rank_failure(MPI, exc) -> bool:
+    """True when the MPI exception ``exc`` reports a failed process or a revoked communicator."""
+    return isinstance(exc, MPI.Exception) and exc.Get_error_class() in _ulfm_codes(MPI)
+
+
+def failed_ranks(comm, wait=0.0):
+    """World ranks (current numbering) of the processes of ``comm`` this process knows to have
+    failed (ULFM ``MPI_Comm_get_failed``), or ().
+
+    Args:
+        wait: seconds to keep asking while the answer is empty: a process that saw only a revoked
+            communicator learns which peer died a moment later, from the runtime. The wait ends
+            early once the job has a failure this process did not know of at the last world
+            reconfiguration but ``comm`` has none (``comm`` was revoked to pass the news on).
+    """
     MPI = runtime.mpi()
-    try:
-        comm.Failure_ack()
-        group = comm.Failure_get_acked()
-    except (AttributeError, NotImplementedError, MPI.Exception):
+    deadline = time.monotonic() + wait
+    while True:
         try:
             group = comm.Get_failed()
         except (AttributeError, NotImplementedError, MPI.Exception):
             return ()
-    n = group.Get_size()
+        n = group.Get_size()
+        if n or time.monotonic() >= deadline or \
+                runtime.job_failure_count() > runtime.known_failure_count():
+            break
+        group.Free()
+        MPI.COMM_SELF.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG)   # news arrive by progress
+        time.sleep(0.01)
     if n == 0:
         group.Free()
         return ()
@@ -53,7 +83,39 @@ def failed_ranks(comm):
     ranks = MPI.Group.Translate_ranks(group, list(range(n)), world)
     group.Free()
     world.Free()
-    return tuple(int(r) for r in ranks)
+    return tuple(int(r) for r in ranks if r != MPI.UNDEFINED)
+
+
+def rank_failure(op, comm, exc):
+    """The RankFailure for the ULFM error ``exc`` seen by ``op`` on ``comm``; revokes ``comm`` so
+    that every peer's pending and future operations on it fail too (see module docstring)."""
+    MPI = runtime.mpi()
+    revoked = exc.Get_error_class() == MPI.ERR_REVOKED
+    try:
+        comm.Revoke()
+    except MPI.Exception:   # already revoked
+        pass
+    ranks = failed_ranks(comm, wait=10.0 if revoked else 0.0)
+    how = "the communicator was revoked by a peer" if revoked and not ranks else \
+        "a peer process failed"
+    return RankFailure(f"{op}: {how} (failed world ranks {list(ranks) or 'unknown'}); call "
+                       "group.reconfigure() on every survivor to continue without them", ranks)
+
+
+@contextlib.contextmanager
+def detect_failures(op, comm):
+    """Runs a blocking MPI call on ``comm``; ULFM errors become ``RankFailure``.
+
+    Raises:
+        RankFailure: a member of ``comm`` failed, or ``comm`` was revoked.
+    """
+    MPI = runtime.mpi()
+    try:
+        yield
+    except MPI.Exception as e:
+        if is_rank_failure(MPI, e):
+            raise rank_failure(op, comm, e) from None
+        raise
 
 
 _ABANDONED: list = []   # requests given up on by a timeout: kept (with their buffers) until done
@@ -119,16 +181,21 @@ def complete(rec, comm, timeout, start, poll=1e-4, blocking=None):
                 time.sleep(delay)
                 delay = min(delay * 2, 5e-3)
     except MPI.Exception as e:
-        if e.Get_error_class() in _ulfm_codes(MPI):
-            ranks = failed_ranks(comm)
-            err = RankFailure(f"{rec.op}: a peer process failed (ranks "
-                              f"{list(ranks) or 'unknown'}); call group.reconfigure() to "
-                              "continue with the survivors", ranks)
-            fr.end(rec, "failed", err)
-            raise err from None
-        fr.end(rec, "error", e)
-        raise
+        raise mpi_error(rec, comm, e) from None
     fr.end(rec, "completed")
+
+
+def mpi_error(rec, comm, exc):
+    """What to raise for the MPI exception ``exc`` of the operation recorded as ``rec`` on
+    ``comm`` (recorded as its end): a RankFailure for a ULFM error (``comm`` revoked, see
+    ``rank_failure``), else ``exc`` itself."""
+    MPI = runtime.mpi()
+    if is_rank_failure(MPI, exc):
+        err = rank_failure(rec.op, comm, exc)
+        fr.end(rec, "failed", err)
+        return err
+    fr.end(rec, "error", exc)
+    return exc
 
 
 def timed_out(rec, comm, timeout, req):

@@ -4,7 +4,9 @@ Each process passes its own Array; results are new Arrays (Starling's arrays are
 ``all_reduce(x)`` returns the reduction instead of writing into ``x``). ``async_op=True``
 returns a ``Work``: ``wait()`` gives the result, ``is_completed()`` polls, ``exception()`` tells
 what went wrong. Every call runs through ``failures.guarded``: a dead peer raises
-``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``).
+``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``); after a
+failure the survivors call ``group.reconfigure()`` (src/distributed/elastic.py). The collective
+hooks (``register_collective_hooks``, src/distributed/hooks.py) run around every call.
 
 Groups: ``world_group()``, ``new_group(ranks)`` (processes outside ``ranks`` get
 ``NON_GROUP_MEMBER``), ``split_group(color, key)`` (MPI_Comm_split; ``color=None`` gives
@@ -15,6 +17,7 @@ third-party runtimes register through the ``starling.distributed.backends`` entr
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -23,7 +26,8 @@ from ..arrays.convert import operand
 from ..collectives.runtime.context import set_collective_timeout
 from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
 from . import arrival, flight_recorder, runtime
-from .failures import complete, guarded, timed_out
+from .failures import complete, detect_failures, guarded, mpi_error, timed_out
+from .hooks import run_post, run_pre
 from .mpi_types import mpi_op, mpi_view
 
 _OPS = ("sum", "avg", "max", "min", "prod")
@@ -44,21 +48,51 @@ NON_GROUP_MEMBER = _NonGroupMember()
 
 
 class ProcessGroup:
-    """A set of processes with an MPI communicator. ``ranks``: their world ranks, in group
-    order; ``rank()``: this process's rank in the group; ``size()``."""
+    """A set of processes with an MPI communicator.
 
-    def __init__(self, comm, ranks, name="group", backend="mpi", uid=None):
+    Attributes:
+        comm: the mpi4py communicator (errors returned, not fatal).
+        ranks: the members' world ranks in group order (after a world ``reconfigure()`` the
+            new numbering; a member that failed shows as None until this group is
+            reconfigured too).
+        name, backend, timeout: as given; ``timeout`` overrides the default of ``set_timeout``.
+        uid: the job-wide id of the group (arrival board, flight recorder): ``uid`` as given
+            (default ``name``), ``~n`` appended for the n-th remake (e.g. by ``reconfigure()``).
+        pre_hooks, post_hooks: this group's collective hooks (``register_collective_hooks``).
+    ``rank()``: this process's rank in the group; ``size()``; ``reconfigure()``: drop failed
+    members (see src/distributed/elastic.py).
+    """
+
+    def __init__(self, comm, ranks=None, name="group", backend="mpi", uid=None):
         self.comm = comm
-        self.ranks = list(ranks)
         self.name = name
         self.backend = backend
         self.timeout = None
         self.pre_hooks, self.post_hooks = [], []
-        # the job-wide id every member computes alike: arrival tracking and the flight recorder
-        track = arrival.track_of(comm) or arrival.attach(
-            comm, arrival.new_track(name if uid is None else uid, self.ranks))
-        self.uid = track.uid
+        self._ranks = None if ranks is None else (runtime.world_epoch(), [int(r) for r in ranks])
+        # the job-wide id every member computes alike; a communicator from create_group_comm
+        # comes with its arrival track
+        self._base_uid = name if uid is None else uid
+        self.uid = (arrival.track_of(comm) or self._new_track(comm)).uid
         self._splits = 0
+        _LIVE.add(self)
+
+    def _new_track(self, comm):
+        return arrival.attach(comm, arrival.new_track(self._base_uid, self.ranks))
+
+    def replace_comm(self, comm):
+        """Makes ``comm`` (the shrunk communicator, errors returned) this group's, in place: a
+        new incarnation of the group, with its own arrival track (``uid~n``)."""
+        self.comm = comm
+        self._ranks = None
+        self.uid = self._new_track(comm).uid
+
+    @property
+    def ranks(self) -> list:
+        epoch = runtime.world_epoch()
+        if self._ranks is None or self._ranks[0] != epoch:
+            self._ranks = (epoch, _world_ranks(self.comm))
+        return list(self._ranks[1])
 
     def rank(self) -> int:
         return self.comm.Get_rank()
@@ -66,8 +100,39 @@ class ProcessGroup:
     def size(self) -> int:
         return self.comm.Get_size()
 
+    def reconfigure(self):
+        """Revokes this group's communicator and shrinks it to the surviving members, in place
+        (ULFM ``MPI_Comm_revoke`` + ``MPI_Comm_shrink``); every surviving member calls it. For
+        the world group, ``starling.devices()``, ``get_rank()`` and ``get_world_size()`` follow.
+
+        Returns:
+            The world ranks (numbered as before the call) of the members that left.
+        Raises:
+            RankFailure: another member failed during the shrink's own communication (call
+                again).
+        """
+        from .elastic import reconfigure
+        return reconfigure(self)
+
     def __repr__(self):
         return f"ProcessGroup({self.name}, ranks={self.ranks})"
+
+
+# Every live group, so that a world reconfiguration can revoke them (src/distributed/elastic.py).
+_LIVE = weakref.WeakSet()
+
+
+def _world_ranks(comm) -> list:
+    """World ranks (current numbering) of the members of ``comm``; None for failed processes no
+    longer in the world."""
+    MPI = runtime.mpi()
+    mine, world = comm.Get_group(), runtime.world_comm().Get_group()
+    try:
+        out = MPI.Group.Translate_ranks(mine, list(range(mine.Get_size())), world)
+    finally:
+        mine.Free()
+        world.Free()
+    return [None if r == MPI.UNDEFINED else int(r) for r in out]
 
 
 def _group(group):
@@ -172,33 +237,34 @@ _PENDING = object()
 
 def _call(op, group, x, timeout, async_op, start, finish, blocking=None, **record):
     """Runs one eager collective: ``start()`` returns an MPI request, ``blocking()`` does the
-    same with the blocking call (used when no timeout applies), ``finish()`` the result.
-    ``record``: flight-recorder details (``params``; ``kind``, ``peer``, ``tag`` of messages)."""
-    for hook in group.pre_hooks:
-        hook(op, group, x)
-
-    def done():
-        out = finish()
-        for hook in group.post_hooks:
-            hook(op, group, out)
-        return out
-
+    same with the blocking call (used when no timeout applies), ``finish()`` the result; the
+    collective hooks run around it (src/distributed/hooks.py). ``record``: flight-recorder
+    details (``params``; ``kind``, ``peer``, ``tag`` of messages)."""
+    run_pre(op, group, x)
     t = _timeout(group, timeout)
+    shapes, dtype = getattr(x, "shape", ()), getattr(x, "dtype", None)
     if not async_op:
-        guarded(op, group.comm, t, start, shapes=getattr(x, "shape", ()),
-                dtype=getattr(x, "dtype", None), blocking=blocking, **record)
-        return done()
+        guarded(op, group.comm, t, start, shapes=shapes, dtype=dtype, blocking=blocking,
+                **record)
+        return run_post(op, group, finish())
     if blocking is not None:   # a rank calling it blocking would never match: file the mode
         record["params"] = dict(record.get("params") or {}, mode="nonblocking")
-    rec = flight_recorder.begin(op, group.comm, getattr(x, "shape", ()),
-                                getattr(x, "dtype", None), **record)
-    req = start()   # started (and recorded) now; Work.wait() bounds the wait by the timeout
+    rec = flight_recorder.begin(op, group.comm, shapes, dtype, **record)
+    MPI = runtime.mpi()
+    try:   # started (and recorded) now; Work.wait() bounds the wait by the timeout
+        req = start()
+    except MPI.Exception as e:
+        raise mpi_error(rec, group.comm, e) from None
 
     def run(block):
-        if block or req.Test():
-            complete(rec, group.comm, t, req)
-            return done()
-        return _PENDING
+        try:
+            done = block or req.Test()
+        except MPI.Exception as e:
+            raise mpi_error(rec, group.comm, e) from None
+        if not done:
+            return _PENDING
+        complete(rec, group.comm, t, req)
+        return run_post(op, group, finish())
     return Work(run, lambda seconds: timed_out(rec, group.comm, seconds, req))
 
 
@@ -322,7 +388,9 @@ def peer_rank(g, rank, what, op):
 
 
 def send(x, dst, group=None, tag=0, timeout=None):
-    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI).
+    """Sends ``x`` to member ``dst`` (blocks until the message is handed to MPI). A small
+    message to a peer that just died may still complete (MPI buffered it); the failure then
+    shows in the next operation involving that peer.
 
     Raises:
         ValueError: ``dst`` is not a rank of the group.
@@ -399,11 +467,12 @@ def split_group(color, key=None, group=None):
     MPI = runtime.mpi()
     c = MPI.UNDEFINED if color is None else int(color)
     g._splits += 1
-    comm = g.comm.Split(c, g.rank() if key is None else int(key))
+    with detect_failures("split_group", g.comm):
+        comm = g.comm.Split(c, g.rank() if key is None else int(key))
     if comm == MPI.COMM_NULL:
         return NON_GROUP_MEMBER
     comm.Set_errhandler(MPI.ERRORS_RETURN)
-    ranks = comm.allgather(runtime.get_rank())
+    ranks = _world_ranks(comm)
     return ProcessGroup(comm, ranks, name=f"split{color}",
                         uid=f"{g.uid}/split{g._splits}[{color}]{ranks}")
 

@@ -3,8 +3,11 @@
 The same interface as the in-process communicator (src/collectives/runtime/inprocess.py): the
 partitioner, shard_map and the collective primitives do not know which runtime moves the bytes.
 Each process owns one device of such a mesh; the group of a collective (the devices sharing all
-mesh coordinates but the collective's axes) is an MPI communicator made once per group with
-``Create_group`` (only the group's members take part) and cached.
+mesh coordinates but the collective's axes) is a ProcessGroup whose MPI communicator is made
+once per group with ``Create_group`` (only the group's members take part) and cached; a world
+reconfiguration after a failure (src/distributed/elastic.py) drops the cache (a group made
+again is a new incarnation on the arrival board), and a mesh that still holds a failed
+process's device is refused.
 
 Mapping: all_reduce -> Allreduce; all_gather -> Allgatherv (uneven pieces: their lengths are
 exchanged first) along the gathered axis; reduce_scatter -> Reduce_scatter with torch.chunk
@@ -15,7 +18,7 @@ pickling); a non-leading axis is moved to the front first. Low-precision floats 
 bfloat16, float8, float4) are reduced in float32 and rounded once, as the in-process runtime
 does. Every call goes through ``guarded`` (src/distributed/failures.py): a dead peer or a timeout
 becomes RankFailure / CollectiveTimeout (naming the ranks that never arrived), and the flight
-recorder logs it.
+recorder logs it; the collective hooks (src/distributed/hooks.py) run around it.
 """
 from __future__ import annotations
 
@@ -27,10 +30,20 @@ from ..collectives.runtime.inprocess import (accumulation_dtype, all_to_all_para
 from ..core.placements import chunk_bounds
 from . import arrival, runtime
 from .failures import guarded
+from .hooks import run_post, run_pre
 from .mpi_types import mpi_op, mpi_view
 from .requests import Chain, InThread, Requests
 
-_GROUPS: dict = {}
+_GROUPS: dict = {}    # process indices of a mesh group -> its ProcessGroup
+_CREATING: dict = {}  # group uid -> (creation in flight, its arrival track)
+
+
+def drop_group_cache() -> None:
+    """Forgets the mesh groups and the group creations in flight (after the world was
+    reconfigured: they may hold failed processes, their keys are world ranks of the old
+    numbering, and creations still pending on the old parent communicator fail)."""
+    _GROUPS.clear()
+    _CREATING.clear()
 
 
 def _contig(x):
@@ -54,6 +67,12 @@ class MPIComm:
     def __init__(self, mesh, timeout=None):
         self.mesh = mesh
         self.timeout = timeout
+        failed = [d for d in mesh.flat_devices if d.process_index is None]
+        if failed:
+            raise ValueError(
+                f"the mesh {mesh} holds devices of failed processes {failed}; rebuild it over "
+                "the survivors with starling.distributed.surviving_mesh(mesh) or make_mesh over "
+                "starling.devices()")
         local = mesh.local_devices
         if len(local) != 1:
             raise ValueError(
@@ -69,34 +88,44 @@ class MPIComm:
 
     # ---- groups ----------------------------------------------------------------------------------
     def group_comm(self, ctx, axes):
-        """(MPI communicator of this device's group over ``axes``, my rank in it)."""
+        """(ProcessGroup of this device's group over ``axes``, its MPI communicator, my rank
+        in it)."""
         devs, rank = ctx.group(axes)
         key = tuple(d.process_index for d in devs)
-        comm = _GROUPS.get(key)
-        if comm is None:
-            comm = _create_group(key, self._timeout())
-        return comm, rank
+        group = _GROUPS.get(key)
+        if group is None:
+            from .group import ProcessGroup
+            # named by job ranks, which reconfigurations keep: the members of a group made
+            # again agree on how many times it was made (its arrival track's incarnation)
+            uid = f"spmd{[runtime.job_rank(k) for k in key]}"
+            comm = create_group_comm(key, uid, self._timeout())
+            group = _GROUPS[key] = ProcessGroup(comm, key, name=f"mesh{tuple(axes)}", uid=uid)
+        return group, group.comm, rank
 
-    def _run(self, op, comm, start, x, params, blocking=None):
-        guarded(op, comm, self._timeout(), start, shapes=np.shape(x), dtype=np.asarray(x).dtype,
-                params=params, blocking=blocking)
+    def _run(self, op, group, start, x, params, blocking=None):
+        """Runs the collective on ``group`` (``start()``: its nonblocking form, a request;
+        ``blocking()``: the blocking one, used without a timeout) after the pre hooks; the
+        caller passes its result through ``run_post``."""
+        run_pre(op, group, x)
+        guarded(op, group.comm, self._timeout(), start, shapes=np.shape(x),
+                dtype=np.asarray(x).dtype, params=params, blocking=blocking)
 
     # ---- collectives -----------------------------------------------------------------------------
     def all_reduce(self, ctx, x, axes, op):
-        comm, _ = self.group_comm(ctx, axes)
+        group, comm, _ = self.group_comm(ctx, axes)
         x = _contig(x)
         acc = accumulation_dtype(x.dtype)
         send = x.astype(acc) if acc != x.dtype else x
         out = np.empty_like(send)
         mop = mpi_op("sum" if op == "avg" else op, send.dtype)
-        self._run("all_reduce", comm,
+        self._run("all_reduce", group,
                   lambda: comm.Iallreduce(mpi_view(send), mpi_view(out), op=mop),
                   x, {"op": op, "axes": list(axes)},
                   lambda: comm.Allreduce(mpi_view(send), mpi_view(out), op=mop))
-        return finish_reduce(out, op, comm.Get_size(), x.dtype)
+        return run_post("all_reduce", group, finish_reduce(out, op, comm.Get_size(), x.dtype))
 
     def all_gather(self, ctx, x, axes, axis, tiled):
-        comm, _ = self.group_comm(ctx, axes)
+        group, comm, _ = self.group_comm(ctx, axes)
         x = np.asarray(x)
         front = _contig(np.moveaxis(x, axis, 0) if tiled else x[None])
         n = comm.Get_size()
@@ -123,12 +152,12 @@ class MPIComm:
                 comm.Allgather(mpi_view(mine), mpi_view(lead))
             gather(comm.Allgatherv)
 
-        self._run("all_gather", comm, start, x, dict(gather_params(axis, tiled), axes=list(axes)),
-                  blocking)
-        return np.moveaxis(got["out"], 0, axis)
+        self._run("all_gather", group, start, x,
+                  dict(gather_params(axis, tiled), axes=list(axes)), blocking)
+        return run_post("all_gather", group, np.moveaxis(got["out"], 0, axis))
 
     def reduce_scatter(self, ctx, x, axes, op, dim, tiled):
-        comm, rank = self.group_comm(ctx, axes)
+        group, comm, rank = self.group_comm(ctx, axes)
         n = comm.Get_size()
         x = np.asarray(x)
         front = _contig(np.moveaxis(x, dim, 0))
@@ -142,15 +171,15 @@ class MPIComm:
         out = np.empty((sizes[rank],) + front.shape[1:], acc)
         mop = mpi_op("sum" if op == "avg" else op, acc)
         counts = [s * row for s in sizes]
-        self._run("reduce_scatter", comm,
+        self._run("reduce_scatter", group,
                   lambda: comm.Ireduce_scatter(mpi_view(send), mpi_view(out), counts, op=mop),
                   x, {"op": op, "dim": dim, "tiled": tiled, "axes": list(axes)},
                   lambda: comm.Reduce_scatter(mpi_view(send), mpi_view(out), counts, op=mop))
         out = finish_reduce(out, op, n, x.dtype)
-        return np.moveaxis(out, 0, dim) if tiled else out[0]
+        return run_post("reduce_scatter", group, np.moveaxis(out, 0, dim) if tiled else out[0])
 
     def all_to_all(self, ctx, x, axes, split_axis, concat_axis, tiled):
-        comm, rank = self.group_comm(ctx, axes)
+        group, comm, rank = self.group_comm(ctx, axes)
         n = comm.Get_size()
         x = np.asarray(x)
         front = _contig(np.moveaxis(x, split_axis, 0))
@@ -176,19 +205,20 @@ class MPIComm:
             exchange(comm.Alltoallv)
 
         # the block lengths are exchanged first, in the same timed call
-        self._run("all_to_all", comm,
+        self._run("all_to_all", group,
                   lambda: Chain(lambda: comm.Ialltoall(mpi_view(send_lead), mpi_view(recv_lead)),
                                 lambda: exchange(comm.Ialltoallv)),
                   x, dict(all_to_all_params(split_axis, concat_axis, tiled), axes=list(axes)),
                   blocking)
         pieces = np.split(got["out"], np.cumsum(recv_lead)[:-1], axis=0)
         if not tiled:   # each piece is one slice of the split axis: stack at concat_axis
-            return np.stack([np.take(p, 0, axis=0) for p in pieces], concat_axis)
-        pieces = [np.moveaxis(p, 0, split_axis) for p in pieces]
-        return np.concatenate(pieces, concat_axis)
+            res = np.stack([np.take(p, 0, axis=0) for p in pieces], concat_axis)
+        else:
+            res = np.concatenate([np.moveaxis(p, 0, split_axis) for p in pieces], concat_axis)
+        return run_post("all_to_all", group, res)
 
     def ppermute(self, ctx, x, axes, perm):
-        comm, rank = self.group_comm(ctx, axes)
+        group, comm, rank = self.group_comm(ctx, axes)
         x = _contig(x)
         out = np.zeros_like(x)
         dst = next((d for s, d in perm if s == rank), None)
@@ -201,20 +231,17 @@ class MPIComm:
             if dst is not None:
                 reqs.append(comm.Isend(mpi_view(x), dest=dst, tag=7))
             return Requests(reqs)
-        self._run("ppermute", comm, start, x,
+        self._run("ppermute", group, start, x,
                   {"perm": [list(p) for p in perm], "axes": list(axes)})
-        return out
+        return run_post("ppermute", group, out)
 
     def broadcast(self, ctx, x, axes, root):
-        comm, rank = self.group_comm(ctx, axes)
+        group, comm, rank = self.group_comm(ctx, axes)
         buf = _contig(x).copy()
-        self._run("broadcast", comm, lambda: comm.Ibcast(mpi_view(buf), root=root), buf,
+        self._run("broadcast", group, lambda: comm.Ibcast(mpi_view(buf), root=root), buf,
                   {"root": root, "axes": list(axes)},
                   lambda: comm.Bcast(mpi_view(buf), root=root))
-        return buf
-
-
-_CREATING: dict = {}
+        return run_post("broadcast", group, buf)
 
 
 def create_group_comm(ranks, uid, timeout):
@@ -252,7 +279,3 @@ def create_group_comm(ranks, uid, timeout):
     arrival.attach(pending.result, track)
     return pending.result
 
-
-def _create_group(key, timeout):
-    comm = _GROUPS[key] = create_group_comm(key, f"spmd{list(key)}", timeout)
-    return comm

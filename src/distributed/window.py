@@ -36,6 +36,7 @@ from ..collectives.runtime.context import CollectiveError
 from . import flight_recorder, runtime
 from .codec import _DTYPES
 from .failures import complete
+from .hooks import run_post, run_pre
 from .group import _PENDING, Work, _group, _timeout, peer_rank
 from .mpi_types import _table, mpi_op, mpi_view
 from .objects import all_gather_object
@@ -117,12 +118,14 @@ class Window:
     # ---- collectives -----------------------------------------------------------------------------
     def _collective(self, op, fn, x):
         """Runs the blocking collective ``fn()`` as collective ``op`` of the group: in a helper
-        thread under the timeout when there is one (so the caller can give up), else here."""
+        thread under the timeout when there is one (so the caller can give up), else here; the
+        collective hooks run around it."""
         out = {}
 
         def run():
             out["result"] = fn()
 
+        run_pre(op, self.group, x)
         rec = flight_recorder.begin(op, self.group.comm, np.shape(x), np.asarray(x).dtype)
         try:
             complete(rec, self.group.comm, _timeout(self.group, self.timeout),
@@ -130,7 +133,7 @@ class Window:
         except CollectiveError as e:
             self._broken = e   # the blocking MPI call is still pending: the window is unusable
             raise
-        return out.get("result")
+        return run_post(op, self.group, out.get("result"))
 
     def _check(self, op):
         if self._broken is not None:

@@ -16,6 +16,11 @@ or corrupted file is a ``SerializationError`` naming the file and the problem. O
 * ``__metadata__["starling.tree"]`` records the container structure as JSON (dicts, lists,
   tuples, NamedTuples importable by name, None, Python scalars), so ``load`` rebuilds it;
   files without it (written by other tools) load as a flat dict by tensor name.
+
+The pieces serve ``starling.distributed.checkpoint`` too: ``encode_tree`` / ``decode_tree``
+(the JSON skeleton of a pytree), ``write_tensors`` (a dict of NumPy arrays to one file) and
+``tensor_views`` (read-only memory-mapped views of a file's tensors, so that a reader touches
+only the bytes it uses).
 """
 from __future__ import annotations
 
@@ -53,22 +58,36 @@ def _is_namedtuple(x):
     return isinstance(x, tuple) and hasattr(type(x), "_fields")
 
 
-def _encode(node, prefix, tensors):
-    """JSON skeleton of ``node``; array leaves go to ``tensors[name]``."""
+def encode_tree(tree, put, op="save"):
+    """The JSON skeleton of ``tree`` (see module docstring); each array leaf is handed to
+    ``put(name, leaf)`` under its unique dotted name.
+
+    Raises:
+        TypeError: unsupported leaves, traced values. ValueError: two leaves with one name.
+    """
+    names = set()
+
+    def put_once(name, leaf):
+        if name in names:
+            raise ValueError(f"{op}: two leaves map to the tensor name {name!r}; rename keys "
+                             "(dotted names must be unique)")
+        names.add(name)
+        put(name, leaf)
+    return _encode(tree, "", put_once, op)
+
+
+def _encode(node, prefix, put, op="save"):
     from .module import Module
     if isinstance(node, Module):
         sd = node.state_dict()
         return {"t": "module", "class": type(node).__qualname__,
-                "c": {k: _encode(v, _join(prefix, k), tensors) for k, v in sd.items()}}
+                "c": {k: _encode(v, _join(prefix, k), put, op) for k, v in sd.items()}}
     if isinstance(node, (Array, Tracer, np.ndarray, np.generic)):
         if isinstance(node, Tracer):
-            raise TypeError(f"save: {prefix or 'the value'} is a traced value; save concrete "
+            raise TypeError(f"{op}: {prefix or 'the value'} is a traced value; save concrete "
                             "arrays outside transformations")
         name = prefix or "array"
-        if name in tensors:
-            raise ValueError(f"save: two leaves map to the tensor name {name!r}; rename keys "
-                             "(dotted names must be unique)")
-        tensors[name] = np.require(np.asarray(node), requirements="C")
+        put(name, node)
         return {"t": "array", "name": name}
     if isinstance(node, dict):
         keys = list(node.keys())
@@ -76,17 +95,17 @@ def _encode(node, prefix, tensors):
             if not isinstance(k, (str, int)) or isinstance(k, bool):
                 raise TypeError(f"save: dict keys must be str or int, got {k!r}")
         return {"t": "dict", "k": [[k, isinstance(k, int)] for k in keys],
-                "c": [_encode(node[k], _join(prefix, str(k)), tensors) for k in keys]}
+                "c": [_encode(node[k], _join(prefix, str(k)), put, op) for k in keys]}
     if _is_namedtuple(node):
         cls = type(node)
         return {"t": "namedtuple", "class": f"{cls.__module__}:{cls.__qualname__}",
-                "c": [_encode(v, _join(prefix, f), tensors) for f, v in zip(cls._fields, node)]}
+                "c": [_encode(v, _join(prefix, f), put, op) for f, v in zip(cls._fields, node)]}
     if isinstance(node, (list, tuple)):
         return {"t": "list" if isinstance(node, list) else "tuple",
-                "c": [_encode(v, _join(prefix, str(i)), tensors) for i, v in enumerate(node)]}
+                "c": [_encode(v, _join(prefix, str(i)), put, op) for i, v in enumerate(node)]}
     if node is None or isinstance(node, (bool, int, float, str)):
         return {"t": "scalar", "v": node}
-    raise TypeError(f"save: cannot save a {type(node).__name__} at {prefix or 'the root'} "
+    raise TypeError(f"{op}: cannot save a {type(node).__name__} at {prefix or 'the root'} "
                     "(arrays, dicts, lists, tuples, NamedTuples, modules, None and Python "
                     "scalars are supported)")
 
@@ -107,32 +126,95 @@ def save(path, tree) -> None:
         ValueError: two leaves whose dotted names coincide.
         OSError: the file cannot be written (e.g. its directory does not exist).
     """
-    import safetensors
     tensors = {}
-    skeleton = _encode(tree, "", tensors)
+    skeleton = encode_tree(tree, lambda name, leaf: tensors.__setitem__(name, np.asarray(leaf)))
+    write_tensors(path, tensors, {_META_KEY: json.dumps(skeleton), "format": "np"})
+
+
+def safetensors_code(dtype, what="save"):
+    """The safetensors dtype code of a NumPy dtype ("F32", "BF16", ...).
+
+    Raises:
+        TypeError: the dtype has none (float4 and other types safetensors lacks).
+    """
+    dname = np.dtype(dtype).name
+    if dname not in _NAME_TO_CODE:
+        raise TypeError(f"{what}: dtype {dname} has no safetensors code (supported: "
+                        f"{', '.join(_NAME_TO_CODE)})")
+    return _NAME_TO_CODE[dname]
+
+
+def write_tensors(path, tensors, metadata=None) -> None:
+    """Writes ``{name: NumPy array}`` to the safetensors file ``path`` (little-endian, C order),
+    with the string dict ``metadata`` in the header.
+
+    Raises:
+        TypeError: a dtype safetensors cannot store.
+    """
+    import safetensors
     specs, keep = {}, []
     for name, a in tensors.items():
-        dname = np.dtype(a.dtype).name
-        if dname not in _NAME_TO_CODE:
-            raise TypeError(f"save: dtype {dname} of {name!r} has no safetensors code "
-                            f"(supported: {', '.join(_NAME_TO_CODE)})")
+        a = np.require(a, requirements="C")
+        safetensors_code(a.dtype, f"save ({name!r})")
         if a.dtype.byteorder == ">":
             a = a.byteswap().view(a.dtype.newbyteorder("<"))
         keep.append(a)
+        dname = np.dtype(a.dtype).name
         if hasattr(safetensors, "TensorSpec"):
             specs[name] = safetensors.TensorSpec(dtype=dname, shape=list(a.shape),
                                                  data_ptr=a.ctypes.data, data_len=a.nbytes)
         else:  # safetensors < 0.6
             specs[name] = {"dtype": dname, "shape": list(a.shape), "data": a.tobytes()}
-    metadata = {_META_KEY: json.dumps(skeleton), "format": "np"}
     try:
-        safetensors.serialize_file(specs, os.fspath(path), metadata=metadata)
+        safetensors.serialize_file(specs, os.fspath(path), metadata=dict(metadata or {}))
     except Exception as e:  # noqa: BLE001  (safetensors reports I/O failures as SafetensorError)
         if isinstance(e, OSError):
             raise
         raise OSError(f"save: cannot write {os.fspath(path)}: {e}") from None
     finally:
         del keep
+
+
+def tensor_views(path) -> dict:
+    """``{name: read-only NumPy array}`` of the safetensors file ``path``, memory-mapped (data
+    is read from disk when used).
+
+    Raises:
+        ValueError: not a safetensors file, an unknown dtype code, or a tensor whose bytes lie
+            outside the file.
+    """
+    path = os.fspath(path)
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError(f"load: {path} is not a safetensors file (too short)")
+        n = int.from_bytes(head, "little")
+        header = _read_header(head + f.read(n), path)
+    start = 8 + n
+    data = np.memmap(path, np.uint8, "r", offset=start) if size > start else \
+        np.empty(0, np.uint8)
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        dt = _CODE_TO_DTYPE.get(info.get("dtype"))
+        if dt is None:
+            raise ValueError(f"load: tensor {name!r} of {path} has dtype {info.get('dtype')}, "
+                             "which Starling does not support")
+        lo, hi = info["data_offsets"]
+        dt = np.dtype(dt).newbyteorder("<")
+        shape = tuple(info["shape"])
+        if not 0 <= lo <= hi <= data.size or hi - lo != dt.itemsize * int(np.prod(shape)):
+            raise ValueError(f"load: tensor {name!r} of {path} lies outside the file or has "
+                             "the wrong size (truncated or corrupted file)")
+        out[name] = data[lo:hi].view(dt).reshape(shape)
+    return out
+
+
+def decode_tree(skeleton, arrays):
+    """The pytree of ``encode_tree``'s ``skeleton`` with ``arrays[name]`` at each array leaf."""
+    return _decode(skeleton, arrays)
 
 
 def _decode(node, arrays):

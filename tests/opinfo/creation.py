@@ -7,6 +7,7 @@ zeros / full / eye; ranges are computed in float64 and rounded once, as Starling
 import ml_dtypes
 import numpy as np
 
+from tests import exact_casts
 from tests.opinfo import OpInfo, Sample, register
 from tests.opinfo.inputs import ALL, FLOATS, INTS, LOW, rand
 
@@ -118,12 +119,14 @@ def arange_samples(rng, dt):
 
 
 def _linspace_ref(*args, dtype=None, **kw):
+    """NumPy's float64 values, floored for integer dtypes, converted by Starling's rules
+    (an integer dtype saturates: linspace(-2, 3, 1, dtype=uint8) is 0, not NumPy's 254)."""
     if dtype is None:
         return np.linspace(*args, **kw)
     y = np.linspace(*args, dtype=np.float64, **kw)
     if np.dtype(dtype).kind in "iu":
         y = np.floor(y)
-    return y.astype(dtype)
+    return y.astype(dtype) if np.dtype(dtype).kind == "c" else exact_casts.convert(y, dtype)
 
 
 def linspace_samples(rng, dt):

@@ -19,6 +19,22 @@ LOW_SET = {np.dtype(t) for t in LOW} | {np.dtype(ml_dtypes.bfloat16)}
 _NOT_DIFF = dict(differentiable=False)
 
 
+def _round_ref(x, decimals=0):
+    """NumPy's round for floats; integers with negative decimals rounded exactly (half to
+    even) in Python integers and wrapped to the dtype (NumPy's own goes through float64 and an
+    out-of-range cast, whose result is undefined)."""
+    x = np.asarray(x)
+    if x.dtype.kind not in "iu" or decimals >= 0:
+        return low32(np.round)(x, decimals)
+    p, info = 10 ** -decimals, np.iinfo(x.dtype)
+
+    def one(v):
+        q, r = divmod(int(v), p)
+        q += 2 * r > p or (2 * r == p and q % 2)
+        return (q * p - int(info.min)) % 2 ** info.bits + int(info.min)
+    return np.array([one(v) for v in x.reshape(-1)], dtype=x.dtype).reshape(x.shape)
+
+
 def low32(fn):
     """Reference that runs bfloat16 / float8 / float4 inputs in float32 and rounds back."""
     def ref(x, *args, **kwargs):
@@ -130,7 +146,7 @@ register(
              **_NOT_DIFF)
       for name, fn in [("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc),
                        ("fix", np.fix)]],
-    OpInfo("round", low32(np.round), INTS + FLOATS + COMPLEX + LOW, round_samples, **_NOT_DIFF),
+    OpInfo("round", _round_ref, INTS + FLOATS + COMPLEX + LOW, round_samples, **_NOT_DIFF),
     *[OpInfo(name, fn, ALL + (LOW if name == "isnan" else ()), unary_edges(_EDGE), **_NOT_DIFF)
       for name, fn in [("isfinite", np.isfinite), ("isinf", np.isinf), ("isnan", np.isnan)]],
     *[OpInfo(name, fn, REAL, unary_edges(_EDGE), **_NOT_DIFF)
@@ -337,6 +353,18 @@ def isclose_samples(rng, dtype):
     return out
 
 
+def _float_power_dtype(dt):
+    """NumPy's documented float_power dtype: complex128 for complex operands, else float64
+    (whatever the installed NumPy / ml_dtypes returns: ml_dtypes 0.7 keeps bfloat16)."""
+    return np.dtype(np.complex128 if np.dtype(dt).kind == "c" else np.float64)
+
+
+def _float_power_ref(a, b):
+    a, b = np.asarray(a), np.asarray(b)
+    t = _float_power_dtype(np.complex128 if "c" in (a.dtype.kind, b.dtype.kind) else np.float64)
+    return np.float_power(a.astype(t), b.astype(t))
+
+
 def isclose_ref(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype.kind in "biu":
@@ -356,8 +384,9 @@ register(
     OpInfo("ldexp", ldexp_ref, REAL_INEXACT_IN + LOW, ldexp_samples, expected_dtype=float_out,
            grad_samples=lambda rng, dt: [Sample((rand(rng, (3,), dt, special=False),
                                                  np.array([1, -2, 3], np.int32)))]),
-    OpInfo("float_power", np.float_power, (np.bool_, np.int8, np.uint32) + FLOATS + COMPLEX,
-           binary_edge_samples, nin=2, grad_samples=smooth_binary(0.5, 2.0, -2.0, 2.0)),
+    OpInfo("float_power", _float_power_ref, (np.bool_, np.int8, np.uint32) + FLOATS + COMPLEX,
+           binary_edge_samples, nin=2, expected_dtype=lambda dt, s: _float_power_dtype(dt),
+           grad_samples=smooth_binary(0.5, 2.0, -2.0, 2.0)),
     OpInfo("gcd", np.gcd, INTS, binary_edge_samples, nin=2, **_NOT_DIFF),
     OpInfo("lcm", np.lcm, INTS, binary_edge_samples, nin=2, **_NOT_DIFF),
     OpInfo("divmod", divmod_ref, REAL_NUM, binary_edge_samples, nin=2, **_NOT_DIFF),

@@ -41,11 +41,14 @@ def _dtype_of(op, x):
 
 @places_result
 def astype(x, dtype, /, *, copy=True, device=None):
-    """``x`` cast to ``dtype`` (Array API ``astype``; NumPy C-cast semantics).
+    """``x`` cast to ``dtype`` (Array API ``astype``), with JAX / XLA's conversion semantics.
 
-    Float -> int truncates toward zero (out-of-range values are implementation-defined, as in
-    NumPy); complex -> real keeps the real part; anything -> bool is ``x != 0``. The result is
-    strong (not weak-typed). ``copy`` is accepted; buffers are immutable, so it never matters.
+    Float -> int truncates toward zero, NaN gives 0 and values out of range (+-inf too)
+    saturate to the integer dtype's min / max; a cast to a floating dtype rounds the exact
+    value once (nearest, ties to even); complex -> real keeps the real part; anything -> bool
+    is ``x != 0``; integers wrap. Eager, staged and compiled results agree whatever NumPy /
+    ml_dtypes is installed (details: ``starling.core.casting``). The result is strong
+    (not weak-typed). ``copy`` is accepted; buffers are immutable, so it never matters.
     Raises:
         TypeError: ``dtype`` is not a Starling dtype.
     """

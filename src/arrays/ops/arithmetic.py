@@ -40,12 +40,11 @@ subtract = binary("subtract", np.subtract, domain="numeric", partials=RS.LINEAR_
                   doc=binary_doc(
     "Elementwise ``x1 - x2``.", "numeric", notes="Integer overflow wraps (uint8 0 - 1 == 255)."))
 
-multiply = binary("multiply", np.multiply, partials=RS.SCALE_EITHER, doc=binary_doc(
+multiply = binary("multiply", np.multiply, doc=binary_doc(
     "Elementwise ``x1 * x2``.", "any",
     notes="bool * bool is logical and (NumPy). Integer overflow wraps."))
 
-divide = binary("divide", np.true_divide, domain="inexact", partials=RS.SCALE_FIRST,
-                doc=binary_doc(
+divide = binary("divide", np.true_divide, domain="inexact", doc=binary_doc(
     "Elementwise true division ``x1 / x2``.", "inexact",
     notes="Integer (and bool) operands are promoted to float32 first (JAX; NumPy uses float64): "
           "``divide(1, 0)`` is inf, ``divide(0, 0)`` nan. Alias: ``true_divide``."))

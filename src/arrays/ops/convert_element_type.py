@@ -1,14 +1,12 @@
 """convert_element_type: the one primitive that changes dtype (and weak_type).
 
-Semantics follow NumPy's ``astype`` (C casts): float -> int truncates toward zero, out-of-range
-float -> int is implementation-defined as in NumPy, complex -> real keeps the real part,
-anything -> bool is ``x != 0``.
+Semantics are Starling's own (JAX / XLA's), the same in eager mode, in staged programs and in
+compiled kernels, whatever NumPy / ml_dtypes is installed; ``core/casting.py`` defines and
+implements them for NumPy buffers (see ``convert_element_type``'s docstring).
 """
 from __future__ import annotations
 
-import numpy as np
-
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.primitive import Primitive
 from ..array import Array
 from . import rules_sharding as RS
@@ -17,15 +15,9 @@ convert_element_type_p = Primitive("convert_element_type", family="convert")
 
 
 def _impl(x, *, new_dtype, weak_type):
-    if x.dtype == new_dtype:
-        return x
-    # Invalid-value casts (nan -> int) warn from this module: silenced by starling's
-    # module-scoped RuntimeWarning filter (src/__init__.py), not per call (catch_warnings ~10 us).
-    if dtypes.is_complex(x.dtype) and dtypes.is_bool(new_dtype):
-        return np.asarray(x != 0)
-    if dtypes.is_complex(x.dtype) and not dtypes.is_complex(new_dtype):
-        x = np.real(x)
-    return np.asarray(x).astype(new_dtype)
+    # Overflow warnings of the NumPy casts inside are silenced by starling's module-scoped
+    # RuntimeWarning filter (src/__init__.py), not per call (catch_warnings costs ~10 us).
+    return casting.astype(x, new_dtype)
 
 
 convert_element_type_p.impl = _impl
@@ -36,6 +28,21 @@ convert_element_type_p.weak_type = lambda w, *, new_dtype, weak_type: weak_type
 
 def convert_element_type(x, new_dtype, weak_type=False):
     """Casts ``x`` (Array or Tracer) to ``new_dtype``; a no-op cast returns ``x`` itself.
+
+    The conversion (JAX / XLA ``convert_element_type`` semantics; identical in eager mode,
+    staged programs and compiled kernels, independent of the installed NumPy / ml_dtypes):
+
+    * to bool: ``x != 0`` (NaN is True; complex: either part nonzero); from bool: 0 / 1.
+    * integer -> integer: two's complement wrap-around (the low bits).
+    * float -> integer, every float dtype (float16 / 32 / 64, bfloat16, float8, float4):
+      truncation toward zero; NaN -> 0; beyond the integer's range (+-inf too) saturates to its
+      min / max (unsigned: negatives -> 0). E.g. ``bfloat16(300) -> uint8`` is 255,
+      ``-inf -> int32`` is -2147483648.
+    * to a floating dtype: the exact value rounded once, to nearest, ties to even (no double
+      rounding: float64 or int64 -> bfloat16 is correctly rounded); then overflow gives +-inf,
+      except float8_e4m3fn (NaN) and float4_e2m1fn (saturates to +-6).
+    * complex -> real: the real part, converted as above.
+    * NaN bits per format: see ``starling.core.casting``.
 
     Args:
         x: operand of any shape ``(*dims)``.

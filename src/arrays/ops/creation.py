@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.trace import EVAL_TRACE, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import from_array_like, operand
@@ -73,7 +73,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         if isinstance(obj, complex) and not dtypes.is_complex(dt):
             obj = obj.real
         try:
-            return wrap(np.array(obj, dtype=dt), False)
+            return wrap(np.asarray(casting.scalar(obj, dt)), False)
         except OverflowError:
             raise OverflowError(f"asarray: Python int {obj} is out of range for {dt}") from None
     if isinstance(obj, (list, tuple)) and _contains_traced(obj):
@@ -142,9 +142,12 @@ def _dtype(dtype, default=dtypes.DEFAULT_FLOAT):
 
 
 def _const(op, value, dt, weak=False):
-    """A 0-d Array holding the Python scalar ``value`` at ``dt`` (NumPy conversion rules)."""
+    """A 0-d Array holding the Python scalar ``value`` at ``dt`` (Starling's conversion rules,
+    ``core/casting.py``; a complex value for a real dtype is a TypeError)."""
     try:
-        return wrap(np.array(value, dtype=dt), weak)
+        if isinstance(value, complex) and not dtypes.is_complex(dt):
+            raise TypeError("complex value for a real dtype")
+        return wrap(np.asarray(casting.scalar(value, dt)), weak)
     except OverflowError:
         raise OverflowError(f"{op}: fill value {value!r} is out of range for {dt}") from None
     except (TypeError, ValueError):
@@ -266,7 +269,9 @@ def full(shape, fill_value, dtype=None, *, device=None):
         else:
             dt, weak = dtypes.canonicalize(dtype), False
         try:
-            value = np.array(fill_value, dtype=dt)
+            if type(fill_value) is complex and not dtypes.is_complex(dt):
+                raise TypeError  # the checked path says why
+            value = casting.scalar(fill_value, dt)
             out = np.empty(shape, dt)
         except Exception:  # noqa: BLE001
             pass

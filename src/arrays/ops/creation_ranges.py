@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.avals import is_symbolic
 from ...core.trace import EVAL_TRACE, ConcretizationError, Tracer, current_trace
 from ..array import Array, wrap
@@ -131,7 +131,7 @@ def _arange_numpy(start, stop, step, dtype, dt):
         if dtype is not None and dt.kind in _NATIVE_KINDS:
             buf = np.arange(start, stop, step, dtype=dt)
         else:
-            buf = np.arange(start, stop, step).astype(dt)
+            buf = casting.astype(np.arange(start, stop, step), dt)
     except (OverflowError, ValueError) as err:
         raise type(err)(f"arange: cannot make arange({start}, {stop}, {step}) with dtype {dt}: "
                         f"{err}") from None
@@ -224,11 +224,11 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         y, step = np.linspace(s, e, n, endpoint=endpoint, retstep=True, axis=ax)
         if dtypes.is_integer(dt):
             y = np.floor(y)
-        y = wrap(np.asarray(y).astype(dt), False)
+        y = wrap(casting.astype(y, dt), False)
         step_dt = dt if dtypes.is_inexact(dt) else dtypes.DEFAULT_FLOAT
         if dtypes.is_complex(ct) and not dtypes.is_complex(step_dt):
             step_dt = dtypes.DEFAULT_COMPLEX
-        step = wrap(np.asarray(step).astype(step_dt), False)
+        step = wrap(casting.astype(step, step_dt), False)
     return (y, step) if retstep else y
 
 
@@ -237,7 +237,7 @@ def _as(v, dt, op):
     if type(v) in (bool, int, float, complex):
         if isinstance(v, complex) and not dtypes.is_complex(dt):
             raise TypeError(f"{op}: complex bound {v!r} needs a complex dtype, got {dt}")
-        return wrap(np.array(v, dtype=dt), False)
+        return wrap(np.asarray(casting.scalar(v, dt)), False)
     return convert_element_type(operand(v, op), dt, False)
 
 
@@ -288,7 +288,7 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0, 
     ct = _compute_dtype(dt, (start, stop, base))
     y = np.logspace(np.asarray(np.asarray(start), ct), np.asarray(np.asarray(stop), ct), n,
                     endpoint=endpoint, base=np.asarray(np.asarray(base), ct), axis=axis)
-    return wrap(np.asarray(y).astype(dt), False)
+    return wrap(casting.astype(y, dt), False)
 
 
 @places_result
@@ -311,4 +311,4 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0, *, device=
                          endpoint=endpoint, axis=axis)
     except ValueError as err:
         raise ValueError(f"geomspace: {err}") from None
-    return wrap(np.asarray(y).astype(dt), False)
+    return wrap(casting.astype(y, dt), False)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ...core.trace import EVAL_TRACE, current_trace
@@ -82,8 +82,9 @@ def _in_float32(fn):
     def run(*args, **params):
         dt = args[0].dtype
         if dt in _LOW:
-            out = fn(*[np.asarray(a, np.float32) for a in args], **params)
-            return np.asarray(out).astype(dt) if np.asarray(out).dtype == np.float32 else out
+            out = fn(*[casting.astype(a, dtypes.float32) for a in args], **params)
+            out = np.asarray(out)
+            return casting.astype(out, dt) if out.dtype == np.float32 else out
         return fn(*args, **params)
     run.__name__ = getattr(fn, "__name__", "impl")
     return run
@@ -140,7 +141,7 @@ def _scalar_at(op, value, dt, weak):
         if isinstance(value, (float, complex)):
             raise TypeError(f"{op}: cannot use Python {type(value).__name__} {value} with {dt}")
     # Built directly at the target dtype: a Python scalar is a constant, never a staged cast.
-    return wrap(dt.type(value), weak)
+    return wrap(casting.scalar(value, dt), weak)
 
 
 class Elementwise:
@@ -277,7 +278,7 @@ def _scalar_same_dtype(dt, weak, value):
         info = np.iinfo(dt)
         if not info.min <= value <= info.max:
             return None  # the general path raises the OverflowError
-    return dt.type(value)
+    return casting.scalar(value, dt)
 
 
 def _checked_impl(name, fn, nin):

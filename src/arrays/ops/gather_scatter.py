@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.ad_util import Zero, is_undefined, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
@@ -213,11 +213,11 @@ def _gather_impl(x, *idx, mode, fill_value):
     if 0 in x.shape[:k]:
         # No index is valid on an empty axis: the result is all fill (or zeros for clip/wrap).
         fill = fill_value if mode in ("fill", "drop") else 0
-        return np.full(batch + rest, np.asarray(fill).astype(x.dtype), dtype=x.dtype)
+        return np.full(batch + rest, casting.astype(fill, x.dtype), dtype=x.dtype)
     norm, valid = _normalize_indices(idx, x.shape, mode)
     out = x[tuple(norm)]
     if valid is not None and mode in ("fill", "drop"):
-        fill = np.asarray(fill_value).astype(x.dtype)
+        fill = casting.astype(fill_value, x.dtype)
         mask = np.broadcast_to(valid, batch).reshape(batch + (1,) * len(rest))
         out = np.where(mask, out, fill)
     return out

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.trace import EVAL_TRACE, current_trace
 from ..array import Array, wrap
 from ..convert import operand
@@ -63,7 +63,7 @@ def cast_updates(op, x, v):
                                     f"[{info.min}, {info.max}]")
         if isinstance(v, complex) and not dtypes.is_complex(dt):
             v = v.real
-        return wrap(np.asarray(v).astype(dt), False)
+        return wrap(np.asarray(casting.scalar(v, dt)), False)
     v = operand(v, op)
     return convert_element_type(v, dt, False) if v.dtype != dt or v.weak_type else v
 

@@ -299,7 +299,35 @@ def param_unary_primitive(name, impl):
 def _round_impl(x, *, decimals):
     if x.dtype in _LOW:
         return np.round(np.asarray(x, np.float32), decimals).astype(x.dtype)
+    if x.dtype.kind in "iu" and decimals < 0:
+        return _round_int(np.asarray(x), 10 ** -decimals)
     return np.round(x, decimals)
+
+
+def _round_int(x, p):
+    """Integers rounded to multiples of ``p``, half to even, exactly in integer arithmetic
+    (NumPy goes through float64 and an out-of-range cast, whose result is undefined); a result
+    beyond the dtype wraps like every integer operation."""
+    wide = np.uint64 if x.dtype.kind == "u" else np.int64
+    info = np.iinfo(x.dtype)
+    if p // 2 >= max(-int(info.min), int(info.max)):   # every |x| <= p / 2: rounds to 0
+        return np.zeros_like(x)
+    if p > np.iinfo(wide).max:   # (int64 to 10**19) Python integers, exactly
+        bits = 2 ** info.bits
+
+        def one(v):
+            q, r = divmod(int(v), p)
+            q += 2 * r > p or (2 * r == p and q % 2)
+            return (q * p - int(info.min)) % bits + int(info.min)
+        return np.array([one(v) for v in x.reshape(-1)], dtype=x.dtype).reshape(x.shape)
+    w = x.astype(wide)
+    pw = wide(p)
+    q = np.floor_divide(w, pw)
+    r = w - q * pw                     # 0 <= r < p
+    half = pw // wide(2)
+    up = (r > half) | ((r == half) & (q % wide(2) == wide(1)))
+    with np.errstate(over="ignore"):
+        return ((q + up.astype(wide)) * pw).astype(x.dtype)
 
 
 round_p = param_unary_primitive("round", _round_impl)
@@ -313,7 +341,9 @@ def round(x, /, decimals=0):  # noqa: A001  (the Array API name)
         decimals: static int: decimal places; negative rounds to tens, hundreds, ...
     Returns:
         Array of shape ``(*shape)`` and the dtype of ``x``. Integer input with
-        ``decimals >= 0`` is returned unchanged; complex input rounds both parts.
+        ``decimals >= 0`` is returned unchanged; with ``decimals < 0`` it is rounded exactly
+        (half to even) and a result beyond the dtype wraps, as integer arithmetic does
+        (``uint32 4294967295`` to tens is 4). Complex input rounds both parts.
     Raises:
         TypeError: ``x`` is bool, or ``decimals`` is not an int.
 

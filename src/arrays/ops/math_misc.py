@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ..convert import operand
@@ -172,7 +172,7 @@ def _i1_impl(x):
     half = np.exp(b / 2.0)  # e**a as two factors: finite wherever the result is
     with np.errstate(invalid="ignore"):
         out[big] = np.where(b == np.inf, np.inf, half * (half / np.sqrt(2.0 * np.pi * b)) * total)
-    return np.copysign(out, x).astype(x.dtype)  # odd function; nan stays nan
+    return casting.astype(np.copysign(out, x), x.dtype)  # odd function; nan stays nan
 
 
 _i1 = Elementwise("i1", _i1_impl, 1, domain="real_inexact", low_precision_in_float32=True,
@@ -364,7 +364,7 @@ ldexp_p.jvp = _ldexp_jvp
 ldexp_p.transpose = _ldexp_transpose
 ldexp_p.is_linear = True
 batch_elementwise(ldexp_p)
-ldexp_p.sharding = RS.elementwise(RS.SCALE_FIRST)   # x * 2**e: linear in x
+ldexp_p.sharding = RS.elementwise()   # (no scaling partials: see rules_sharding)
 
 # ---- isclose -----------------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ...core.trace import EVAL_TRACE, current_trace
@@ -51,11 +51,10 @@ fmin = binary("fmin", np.fmin, domain="real", partials=RS.MIN_MIN, doc=binary_do
 
 
 def _clip_impl(x, *, lo, hi):
-    t = x.dtype.type
     if lo is not None:
-        x = np.maximum(x, t(lo))
+        x = np.maximum(x, casting.scalar(lo, x.dtype))
     if hi is not None:
-        x = np.minimum(x, t(hi))
+        x = np.minimum(x, casting.scalar(hi, x.dtype))
     return x
 
 
@@ -221,12 +220,11 @@ def _nonzero(condition):
 
 def _replace_real(x, nan, posinf, neginf):
     fi = dtypes.finfo(x.dtype)
-    t = x.dtype.type
-    hi = fi.max if posinf is None else t(posinf)
-    lo = fi.min if neginf is None else t(neginf)
+    hi = fi.max if posinf is None else casting.scalar(posinf, x.dtype)
+    lo = fi.min if neginf is None else casting.scalar(neginf, x.dtype)
     inf = np.isinf(x)
     neg = np.signbit(x)
-    out = np.where(np.isnan(x), t(nan), x)
+    out = np.where(np.isnan(x), casting.scalar(nan, x.dtype), x)
     out = np.where(inf & ~neg, hi, out)
     return np.where(inf & neg, lo, out).astype(x.dtype)
 

@@ -34,7 +34,7 @@ import math
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.ad_util import Zero, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
@@ -100,7 +100,7 @@ def no_out(op, out):
 
 def const(value, dt, weak=False):
     """A 0-d Array of dtype ``dt`` holding ``value`` (a literal when staged)."""
-    return wrap(np.array(value, dtype=dt)[()], weak)
+    return wrap(casting.scalar(value, dt), weak)
 
 
 def cast(x, dt):

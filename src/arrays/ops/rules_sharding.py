@@ -92,8 +92,11 @@ def replicated_only(in_avals, out_avals, **params):
 
 # Linear pieces of the common elementwise ops (the result's Partial from operands' Partials).
 LINEAR_SUM = (("sum", ("sum", "sum")),)
-SCALE_EITHER = (("sum", ("sum", None)), ("sum", (None, "sum")))
-SCALE_FIRST = (("sum", ("sum", None)),)
+# Not offered: a pending sum times (or divided by) a replicated operand, piece by piece. It is
+# exact in real arithmetic but not in IEEE arithmetic: with an inf / NaN in the replicated
+# operand (or a zero divisor) the pieces combine into NaN where the whole value gives +-inf
+# (the other positions hold -0.0, and -0.0 * inf is NaN; inf - inf from pieces of mixed sign),
+# and a piece can overflow where the sum does not. The pending sum is reduced first instead.
 UNARY_SUM = (("sum", ("sum",)),)
 MAX_MAX = (("max", ("max", "max")),)
 MIN_MIN = (("min", ("min", "min")),)

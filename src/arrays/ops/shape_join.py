@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core import dtypes
+from ...core import casting, dtypes
 from ...core.trace import EVAL_TRACE, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import operand
@@ -355,7 +355,9 @@ def _pad_scalar(op, value, x):
             raise ValueError(f"{op}: constant_values must be scalars, got shape {value.shape}")
         return convert_element_type(value, dt, x.weak_type)
     try:
-        buf = np.array(value, dtype=dt)
+        if isinstance(value, complex) and not dtypes.is_complex(dt):
+            raise TypeError("complex value for a real array")
+        buf = np.asarray(casting.scalar(value, dt))
     except OverflowError:
         raise OverflowError(f"{op}: constant value {value!r} is out of range for {dt}") from None
     except (TypeError, ValueError):

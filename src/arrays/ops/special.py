@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from ...core import casting
 from .arithmetic import multiply, negative, square
 from .math_basic import exp
 from .elementwise_docs import unary_doc
@@ -84,7 +85,7 @@ def _erf_np(x):
     small, big, is_small = _parts(xd)
     out = np.where(is_small, small, np.copysign(1.0 - big, xd))
     out = np.where(np.isnan(xd), xd, out)
-    return out.astype(np.asarray(x).dtype)
+    return casting.astype(out, np.asarray(x).dtype)
 
 
 def _erfc_np(x):
@@ -92,7 +93,7 @@ def _erfc_np(x):
     small, big, is_small = _parts(xd)
     out = np.where(is_small, 1.0 - small, np.where(xd < 0, 2.0 - big, big))
     out = np.where(np.isnan(xd), xd, out)
-    return out.astype(np.asarray(x).dtype)
+    return casting.astype(out, np.asarray(x).dtype)
 
 
 erf = unary("erf", _erf_np, domain="real_inexact", doc=unary_doc(

@@ -50,8 +50,9 @@ class OpRecord:
 
 
 def participant(world_rank) -> str:
-    """A process's name in flight-recorder logs ("rank3")."""
-    return f"rank{world_rank}"
+    """The name in flight-recorder logs ("rank3") of the process of world rank ``world_rank``:
+    its rank when the job started (``runtime.job_rank``), kept through reconfigurations."""
+    return f"rank{runtime.job_rank(world_rank)}"
 
 
 _FINGERPRINTS: dict = {}

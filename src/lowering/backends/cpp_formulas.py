@@ -12,7 +12,8 @@ float16, bfloat16, float8_e4m3fn, float8_e5m2 and float4_e2m1fn values are held 
 with such an operand or result is the float32 formula rounded to the result's format, as NumPy's
 float16 loops and ml_dtypes' ufuncs compute (``_render_lowp``, ``_convert_lowp``; the C++
 conversions and their rules are in cpp_lowp.py). ``spacing`` and ``nextafter`` of these formats
-(defined on their bit patterns) and float16 / bfloat16 -> uint32 / uint64 stay NumPy's.
+(defined on their bit patterns) stay NumPy's. Conversions follow Starling's rules
+(core/casting.py: float -> int saturates, every cast to a float rounds once).
 
 At import, ``install()`` stores each formula as ``prim.scalar_formula`` (a ``CppFormula``).
 The table lives here for now; it belongs next to each primitive in its family file.
@@ -31,6 +32,8 @@ import math
 import ml_dtypes
 import numpy as np
 
+from ...core import casting
+from . import cpp_hypot
 from . import cpp_lowp as LP
 
 CTYPES = {
@@ -108,7 +111,7 @@ def store_expr(dt, value) -> str:
 def literal(value, dt) -> str:
     """Exact C++ literal of ``value`` as dtype ``dt``."""
     dt = np.dtype(dt)
-    v = np.asarray(value).astype(dt)[()]
+    v = casting.scalar(value, dt)
     if dt in LP.FORMATS:   # held in float: the float32 literal of the rounded value
         return literal(np.float32(v), np.float32)
     if dt.kind == "b":
@@ -352,14 +355,44 @@ template <class T> ST_INLINE T st_lcm(T a, T b) {
   T bb = (st_traits<T>::is_signed && b < 0) ? (T)(0 - b) : b;
   return (T)((T)(aa / g) * bb);
 }
-// float -> int with x86-64's result for NaN / out of range (the "integer indefinite" value, as
-// NumPy's casts give on this platform), written out so the compiler cannot fold a round trip.
-template <class F> ST_INLINE int32_t st_f2i32(F x) {
-  return (x >= (F)-2147483648.0 && x < (F)2147483648.0) ? (int32_t)x : (int32_t)(-2147483647 - 1);
+// float -> integer (Starling's convert, core/casting.py): truncation toward zero, NaN -> 0, out
+// of range (+-inf too) saturates to T's min / max. The C++ conversion only ever sees an
+// in-range value (0 otherwise), so it is defined, and every vector lane may compute it.
+template <class T, class F> ST_INLINE T st_f2i_sat(F x) {
+  typedef typename st_traits<T>::u U;
+  const int s = st_traits<T>::is_signed;
+  const F half = (F)((U)1 << (8 * sizeof(T) - 1));   // 2**(bits - 1), exact
+  const F lo = s ? -half : (F)0, hi = s ? half : half + half;
+  const T mn = (T)(s ? (U)((U)1 << (8 * sizeof(T) - 1)) : (U)0), mx = (T)((U)~(U)0 >> s);
+  const T r = (T)(x >= lo && x < hi ? x : (F)0);
+  return x >= hi ? mx : (x < lo ? mn : r);
 }
-template <class F> ST_INLINE int64_t st_f2i64(F x) {
-  return (x >= (F)-9223372036854775808.0 && x < (F)9223372036854775808.0)
-      ? (int64_t)x : (int64_t)(-9223372036854775807LL - 1);
+// float32 of s + e (the exact value; |e| <= ulp(s) / 2) rounded to odd: truncated toward zero,
+// the last bit set when inexact. Rounding it once more to a format with at least two fewer
+// bits (bfloat16, float16, float8, float4) is the one correct rounding of s + e.
+ST_INLINE float st_f32_odd(double s, double e) {
+  const float f = (float)s;
+  const double b = (double)f;
+  const uint32_t away = (__builtin_fabs(b) > __builtin_fabs(s) ||
+                         (b == s && e != 0 && ((e < 0) != (s < 0)))) ? 1u : 0u;
+  const uint32_t inexact = (b != s || e != 0) ? 1u : 0u;
+  uint32_t u;
+  __builtin_memcpy(&u, &f, 4);
+  u = (u - away) | inexact;
+  float r;
+  __builtin_memcpy(&r, &u, 4);
+  return r;
+}
+// 64-bit integers: halves that double holds exactly, their sum and its exact error (TwoSum).
+ST_INLINE float st_sum_f32_odd(double hi, double lo) {
+  const double s = hi + lo, bb = s - hi;
+  return st_f32_odd(s, (hi - (s - bb)) + (lo - bb));
+}
+ST_INLINE float st_f32_odd(int64_t x) {
+  return st_sum_f32_odd((double)(int32_t)(x >> 32) * 4294967296.0, (double)(uint32_t)x);
+}
+ST_INLINE float st_f32_odd(uint64_t x) {
+  return st_sum_f32_odd((double)(uint32_t)(x >> 32) * 4294967296.0, (double)(uint32_t)x);
 }
 template <class T> ST_INLINE T st_nan_to_num(T x, T nan, T posinf, T neginf) {
   if (x != x) return nan;
@@ -371,7 +404,7 @@ template <class T> ST_INLINE T st_nan_to_num(T x, T nan, T posinf, T neginf) {
 
 @functools.lru_cache(maxsize=None)
 def prelude() -> str:
-    return _HELPERS.replace("%(decls)s", _decls()) + LP.HELPERS + "\n"
+    return _HELPERS.replace("%(decls)s", _decls()) + LP.HELPERS + cpp_hypot.HELPERS + "\n"
 
 
 # ---- the formulas --------------------------------------------------------------------------------
@@ -408,6 +441,8 @@ def _render(name, a, dts, out, params):
         return f"{_fn(dt, _FLOAT_CALLS[name])}({a[0]})"
     if name == "pow" and fl and a[1] == literal(2.0, dt):
         return f"({a[0]} * {a[0]})"   # NumPy squares too: exactly pow(x, 2)
+    if name == "hypot" and fl:
+        return f"st_hypot({a[0]}, {a[1]})"   # correctly rounded (cpp_hypot.py)
     if name in _FLOAT_CALLS2 and fl:
         return f"{_fn(dt, _FLOAT_CALLS2[name])}({a[0]}, {a[1]})"
     if name in _COMPARE:
@@ -529,6 +564,7 @@ def _render(name, a, dts, out, params):
 
 
 def _convert(x, src, dst):
+    """convert_element_type between standard dtypes (Starling's rules, core/casting.py)."""
     src, dst = np.dtype(src), np.dtype(dst)
     if src == dst:
         return x
@@ -538,21 +574,13 @@ def _convert(x, src, dst):
         # a ternary, not a cast: GCC does not vectorise bool -> number conversions
         return f"({x} ? ({ctype(dst)})1 : ({ctype(dst)})0)"
     if src.kind == "f" and dst.kind in "iu":
-        if dst in (np.uint32, np.uint64):
-            return None  # NumPy's out-of-range results come from its own SIMD loops: keep them
-        # The C casts NumPy's loops use, as x86-64 compiles them: int8/16 and uint8/16 through
-        # a 32-bit conversion (NaN / out of range: the "integer indefinite" value, wrapped),
-        # int32 / int64 directly.
-        if dst.itemsize <= 4:
-            return f"({ctype(dst)})st_f2i32({x})"
-        return f"({ctype(dst)})st_f2i64({x})"
+        return f"st_f2i_sat<{ctype(dst)}>({x})"
     return f"({ctype(dst)})({x})"
 
 
 # ---- low-precision floats (see cpp_lowp.py) ----------------------------------------------------
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-_U32_U64 = (np.dtype(np.uint32), np.dtype(np.uint64))
 # Results that are values of the operands' format whenever the operands are (selections, sign
 # changes, integral rounding): no rounding step.
 _LOWP_EXACT = frozenset(("where", "abs", "negative", "maximum", "minimum", "fmax", "fmin",
@@ -626,48 +654,33 @@ def _render_lowp(name, a, dts, out, params):
 
 
 def _convert_lowp(x, src, dst):
-    """convert_element_type with a low-precision side, as NumPy's / ml_dtypes' casts (checked
-    on every stored pattern): one rounding from float32 (ints: from their C cast to float);
-    ml_dtypes narrows float64 through float32, NumPy's float16 directly."""
+    """convert_element_type with a low-precision side (Starling's rules, core/casting.py): the
+    source value in float, exactly (a low-precision value, a float32, a short integer) or
+    rounded to odd (float64, 32 / 64-bit integers), rounded once to the format; to an integer
+    ``st_f2i_sat``."""
     if src == dst:
         return x
     if dst.kind == "b":
         return f"({x} != 0)"
+    if src == LP.E5M2:
+        x = f"st_qnan({x})"   # kernels keep float8_e5m2 NaN payloads; casts quieten them
     if is_lowp(dst):
         if src.kind == "b":
             return f"({x} ? 1.0f : 0.0f)"
-        if src == _F64:
-            if dst == LP.FLOAT16:
-                return f"st_from_f16(st_to_f16_d({x}))"
-            return LP.rounded(dst, f"(float)({x})")
-        if src in (LP.BFLOAT16, LP.E5M2) and dst == LP.FLOAT16:
-            return LP.rounded(dst, f"st_qnan({x})")   # ml_dtypes drops the NaN payload here
-        if is_lowp(src) or src == _F32:
-            return LP.rounded(dst, x)
-        if src.kind in "iu":
-            return LP.rounded(dst, f"(float)({x})")
-        return None
-    if src == LP.E5M2:
-        x = f"st_qnan({x})"   # kernels keep float8_e5m2 NaN payloads; casts quieten them
+        if src == _F64 and dst == LP.FLOAT16:
+            return f"st_f16_of_d({x})"   # float16 keeps the payload of a float64 NaN
+        if src == _F64 or (src.kind in "iu" and src.itemsize == 8):
+            x = f"st_f32_odd({x})" if src.kind in "iu" else f"st_f32_odd({x}, 0.0)"
+        elif src.kind in "iu":
+            x = f"st_f32_odd((double)({x}), 0.0)" if src.itemsize == 4 else f"(float)({x})"
+        return LP.rounded(dst, x)
     if dst == _F32:
         return x
     if dst == _F64:
         return f"st_f16_to_f64({x})" if src == LP.FLOAT16 else f"(double)({x})"
-    if dst.kind not in "iu":
-        return None
-    t = ctype(dst)
-    if src in (LP.FLOAT16, LP.BFLOAT16):
-        # the float32 casts (checked); uint32 / uint64 left to NumPy, as for float32
-        return None if dst in _U32_U64 else _convert(x, _F32, dst)
-    # float8 / float4: |x| <= 57344, so the 64-bit conversion is exact and wraps for unsigned
-    base = f"({t})st_f2i64({x})" if dst in _U32_U64 else _convert(x, _F32, dst)
-    if src == LP.E4M3FN:
-        return f"({x} != {x} ? ({t})0 : {base})"   # ml_dtypes: NaN -> 0
-    if src == LP.E5M2:           # NaN -> 0, +-inf saturate
-        info = np.iinfo(dst)
-        sat = f"({x} > 0 ? {literal(info.max, dst)} : {literal(info.min, dst)})"
-        return f"({x} != {x} ? ({t})0 : (__builtin_isinf({x}) ? {sat} : {base}))"
-    return base
+    if dst.kind in "iu":
+        return f"st_f2i_sat<{ctype(dst)}>({x})"
+    return None
 
 
 def render(name, args, in_dtypes, out_dtype, params):

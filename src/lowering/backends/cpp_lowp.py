@@ -18,30 +18,35 @@ each: ties of maximum / minimum (float16 keeps the first operand, ml_dtypes the 
 Reductions accumulate sums and products in double and round once (numpy_ref: float32, rounded
 once; equal unless float32 partial results overflow, underflow or lose digits).
 
-The conversions are written with integer operations (they vectorise; no F16C, so that NaN
-payloads keep NumPy's bits) and reproduce NumPy's and ml_dtypes' casts bit for bit, including
-each format's rules, found by testing ml_dtypes 0.6 / NumPy 2.4 on every stored pattern:
+Conversions follow Starling's rules (``core/casting.py``, the same in eager mode): every cast
+to a format rounds the exact value once, to nearest, ties to even, then applies the format's
+overflow rule; float64 and 32 / 64-bit integers reach the format through float32 rounded to
+odd (``st_f32_odd`` in cpp_formulas), whose float32 -> format rounding is then exact; a cast to
+an integer saturates (``st_f2i_sat``). They are written with integer operations (they
+vectorise; no F16C, so that NaN payloads keep the documented bits). The rules of each format:
 
 ==============  ====================================================================
 format          overflow / inf / NaN when narrowing; NaN when widening
 ==============  ====================================================================
 float16         overflow and inf -> inf; NaN keeps the top 10 payload bits (a payload
-                that would vanish becomes 1); widening keeps the payload unquieted;
-                float64 -> float16 rounds once from the double (NumPy's direct cast)
-bfloat16        overflow -> inf; NaN -> quiet NaN 0x7fc0 with the sign
-float8_e4m3fn   no inf: overflow (past 448 after rounding), inf and NaN -> NaN 0x7f
+                that would vanish becomes 1), from float32 and float64 alike; widening
+                keeps the payload unquieted
+bfloat16        overflow -> inf; NaN -> quiet NaN 0x7fc0 with the sign; widening
+                appends zero bits (the payload stays)
+float8_e4m3fn   no inf: overflow (past 464, which rounds to 448), inf and NaN -> NaN 0x7f
                 with the sign; widening NaN gives the quiet float NaN with the sign
 float8_e5m2     overflow and inf -> inf; NaN -> 0x7e with the sign; widening any NaN
                 gives the quiet float NaN with the sign (kernels keep the payload inside
                 and quieten it when converting, see st_from_f8e5m2)
 float4_e2m1fn   no inf, no NaN: overflow and inf saturate to +-6; NaN -> zero with the
-                opposite sign bit (ml_dtypes' behaviour); widening reads the low 3 bits
-                as the magnitude and any byte above 7 as negative
+                opposite sign bit; widening reads the low 3 bits as the magnitude and any
+                byte above 7 as negative
 ==============  ====================================================================
 
-ml_dtypes narrows float64 through float32 (two roundings) and int64 / uint64 through a C cast
-to float; ``cpp_formulas`` renders those casts the same way. tests/test_cpp_lowp.py checks every
-stored pattern of each format and float32 values around every representable value.
+A cast between two formats widens to float32 first. tests/test_cpp_lowp.py checks every
+stored pattern of each format widened to every dtype, and float32 / float64 / integer values
+around every halfway point narrowed, against exact rational arithmetic (not against the
+installed ml_dtypes, whose float64 / integer casts and float -> integer casts changed in 0.7).
 """
 from __future__ import annotations
 
@@ -137,21 +142,6 @@ template <int M, int B> ST_INLINE uint32_t st_pack(uint32_t a) {
   const uint32_t nrm = (a >> (23 - M)) - ((uint32_t)(127 - B) << M);
   return a >= tiny ? nrm : sub;
 }
-// float64 bits (NumPy narrows float64 -> float16 in one rounding) rounded to nearest, ties to
-// even, to M mantissa bits and bias B with integer operations: the magnitude code, past the
-// largest finite one on overflow. Below the normal range the rounding bit moves up one place
-// per binade; a carry out of the mantissa bumps the exponent by itself. (Selects written as
-// ternaries: GCC 12 does not vectorise the same with bool-to-int arithmetic.)
-template <int M, int B> ST_INLINE uint64_t st_rne_d(uint64_t a) {
-  const int64_t e = (int64_t)(a >> 52);
-  const uint64_t m = (a & 0xfffffffffffffULL) | (e ? 0x10000000000000ULL : 0ULL);
-  const int64_t et = (e ? e : 1) - 1023 + B;
-  const int64_t sh0 = (52 - M) + (et < 1 ? 1 - et : 0);
-  const int64_t sh = sh0 > 63 ? 63 : sh0;
-  const uint64_t q = m >> sh, rem = m & ((1ULL << sh) - 1ULL), half = 1ULL << (sh - 1);
-  const uint64_t up = rem > half ? 1ULL : (rem == half ? (q & 1ULL) : 0ULL);
-  return ((uint64_t)(et < 1 ? 0 : et - 1) << M) + q + up;
-}
 // Value of a finite magnitude code c (M mantissa bits, bias B) as a float: shift and re-bias;
 // a subnormal c is read as 2**(1-B) * (1 + mantissa) and 2**(1-B) subtracted (exact).
 template <int M, int B> ST_INLINE float st_wide(uint32_t c) {
@@ -182,13 +172,13 @@ ST_INLINE uint16_t st_to_f16(float x) {
   const uint32_t c = a >= 0x7f800000u ? 0x7c00u | ((a >> 13) & 0x3ffu) : st_pack<10, 15>(a);
   return (uint16_t)(((u >> 16) & 0x8000u) | c);
 }
-ST_INLINE uint16_t st_to_f16_d(double x) {
-  const uint64_t u = st_dbits(x), a = u & 0x7fffffffffffffffULL;
-  const uint64_t r = st_rne_d<10, 15>(a);
-  const uint64_t n = 0x7c00u | ((a & 0xfffffffffffffULL) >> 42);
-  const uint64_t v = a > 0x7ff0000000000000ULL ? (n == 0x7c00u ? 0x7c01u : n)
-                                                : (r > 0x7c00u ? 0x7c00u : r);
-  return (uint16_t)(((u >> 48) & 0x8000u) | v);
+// float64 -> float16 (held in a float): through float32 rounded to odd (st_f32_odd, one
+// rounding in all); a NaN keeps its top 10 payload bits, unquieted (a vanishing payload: 1).
+ST_INLINE float st_f16_of_d(double x) {
+  const uint64_t u = st_dbits(x);
+  const uint32_t p = (uint32_t)(u >> 29) & 0x7fe000u;
+  const float nan = st_bitsf(((uint32_t)(u >> 32) & 0x80000000u) | 0x7f800000u | (p ? p : 0x2000u));
+  return x != x ? nan : st_rnd_f16(st_f32_odd(x, 0.0));
 }
 ST_INLINE float st_from_f16(uint16_t h) {
   const uint32_t c = h & 0x7fffu;

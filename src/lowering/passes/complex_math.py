@@ -11,7 +11,10 @@ formulas reproduce what the NumPy reference (``numpy_ref``) computes, special va
   computed in float64 (complex64 operands too: their parts are exact in float64, no float32
   formula then needs overflow scaling) with accurate real formulas:
 
-  - ``|z|`` by ``hypot``; ``log|z|`` by ``log1p(x^2 + y^2 - 1) / 2`` near the unit circle, where
+  - ``|z|`` by ``hypot`` (correctly rounded in the cpp backend, cpp_hypot.py; glibc's, which
+    NumPy calls, is within 0.51 ulp, and NumPy's naive ``log1p`` / ``sign`` formulas below
+    expose its error, e.g. ``log`` of a value next to 1); ``log|z|`` by
+    ``log1p(x^2 + y^2 - 1) / 2`` near the unit circle, where
     ``x^2 + y^2 - 1`` is computed exactly enough with Dekker's exact products (T. J. Dekker, "A
     floating-point technique for extending the available precision", Numer. Math. 18, 1971;
     Veltkamp's splitting) and Knuth's TwoSum (D. E. Knuth, TAOCP vol. 2, 4.2.2); far from it by
@@ -226,29 +229,6 @@ def _x2y2m1(a, b):
     s, e3 = _two_sum(s, (ah + ah) * al)
     s, e4 = _two_sum(s, (bh + bh) * bl)
     return s + ((((e1 + e2) + (e3 + e4)) + al * al) + bl * bl)
-
-
-def hypot_cr(x, y):
-    """``hypot`` correctly rounded: glibc's, which NumPy calls, is correctly rounded in float32
-    and within 0.51 ulp in float64, the vector math library's only within about an ulp, and
-    NumPy's naive ``log1p`` / ``sign`` formulas expose that ulp (``log`` of a value next to 1).
-    float32 through float64; float64 by one Newton step ``h + (x^2 + y^2 - h^2) / (2h)`` with
-    the residual from exact products of Veltkamp halves (Dekker)."""
-    inf = isinf(x) | isinf(y)
-    if x.dtype == np.float32:
-        x64, y64 = to(x, F64), to(y, F64)
-        h = to(sqrt(x64 * x64 + y64 * y64), np.float32)
-        return where(inf, math.inf, h)
-    h = hypot(x, y)
-    xh, xl = _split(fabs(x))
-    yh, yl = _split(fabs(y))
-    hh, hl = _split(h)
-    s, e1 = _two_sum(xh * xh, yh * yh)
-    s, e2 = _two_sum(s, -(hh * hh))
-    mid = ((xh + xh) * xl + (yh + yh) * yl) - (hh + hh) * hl
-    r = s + (((e1 + e2) + mid) + ((xl * xl + yl * yl) - hl * hl))
-    in_range = (h > 2.0 ** -450) & (h < 2.0 ** 450)     # squares and halves stay normal
-    return where(in_range, h + r / (h + h), h)
 
 
 def _max_min(x, y):
@@ -495,7 +475,7 @@ def c_expm1(x, y):
 def c_log1p(x, y):
     """NumPy: ``log(hypot(1 + x, y)) + i atan2(y, 1 + x)`` in the operand's precision."""
     u = x + 1.0
-    return log(hypot_cr(u, y)), atan2(y, u)
+    return log(hypot(u, y)), atan2(y, u)
 
 
 def c_exp2(x, y):
@@ -507,7 +487,7 @@ def c_exp2(x, y):
 def c_sign(x, y):
     """NumPy: ``z / |z|``; 0 at 0; NaN + NaN j for NaN or two infinite parts; an infinite
     part gives +-1 on its axis."""
-    h = hypot_cr(x, y)
+    h = hypot(x, y)
     re, im = x / h, y / h
     zero = h.eq(0.0)
     re, im = where(zero, 0.0, re), where(zero, 0.0, im)
