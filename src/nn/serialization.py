@@ -177,39 +177,23 @@ def write_tensors(path, tensors, metadata=None) -> None:
 
 def tensor_views(path) -> dict:
     """``{name: read-only NumPy array}`` of the safetensors file ``path``, memory-mapped (data
-    is read from disk when used).
+    is read from disk when used); only the header is read now, checked as ``load`` checks it.
 
     Raises:
-        ValueError: not a safetensors file, an unknown dtype code, or a tensor whose bytes lie
-            outside the file.
+        SerializationError: (a ValueError) not a valid safetensors file (see ``load``).
+        OSError: the file cannot be read.
     """
     path = os.fspath(path)
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         head = f.read(8)
-        if len(head) < 8:
-            raise ValueError(f"load: {path} is not a safetensors file (too short)")
-        n = int.from_bytes(head, "little")
-        header = _read_header(head + f.read(n), path)
-    start = 8 + n
+        n = int.from_bytes(head, "little") if len(head) == 8 else 0
+        raw = head + f.read(min(n, _MAX_HEADER))
+    _, tensors, start = _parse(raw, path, size)
     data = np.memmap(path, np.uint8, "r", offset=start) if size > start else \
         np.empty(0, np.uint8)
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        dt = _CODE_TO_DTYPE.get(info.get("dtype"))
-        if dt is None:
-            raise ValueError(f"load: tensor {name!r} of {path} has dtype {info.get('dtype')}, "
-                             "which Starling does not support")
-        lo, hi = info["data_offsets"]
-        dt = np.dtype(dt).newbyteorder("<")
-        shape = tuple(info["shape"])
-        if not 0 <= lo <= hi <= data.size or hi - lo != dt.itemsize * int(np.prod(shape)):
-            raise ValueError(f"load: tensor {name!r} of {path} lies outside the file or has "
-                             "the wrong size (truncated or corrupted file)")
-        out[name] = data[lo:hi].view(dt).reshape(shape)
-    return out
+    return {name: data[lo:hi].view(np.dtype(dt).newbyteorder("<")).reshape(shape)
+            for name, dt, shape, lo, hi in tensors}
 
 
 def decode_tree(skeleton, arrays):
@@ -267,18 +251,21 @@ class SerializationError(ValueError):
 _MAX_HEADER = 100_000_000   # the safetensors package's own limit on the JSON header
 
 
-def _parse(raw, path):
+def _parse(raw, path, size=None):
     """(header, [(name, dtype, shape, begin, end)], start of the data section) of the bytes
     ``raw`` of a safetensors file, checked against the specification: every tensor's byte
-    range matches its dtype and shape, and the ranges tile the data section exactly."""
+    range matches its dtype and shape, and the ranges tile the data section exactly.
+    ``size``: the file's size when ``raw`` holds only its beginning (at least the header)."""
+    size = len(raw) if size is None else size
+
     def bad(problem):
         return SerializationError(f"load: {path} is not a valid safetensors file: {problem}")
 
-    if len(raw) < 8:
-        raise bad(f"it has {len(raw)} bytes, fewer than the 8-byte header length (truncated?)")
+    if size < 8:
+        raise bad(f"it has {size} bytes, fewer than the 8-byte header length (truncated?)")
     n = int.from_bytes(raw[:8], "little")
-    if n > len(raw) - 8 or n > _MAX_HEADER:
-        raise bad(f"truncated header: its length field says {n} bytes but {len(raw) - 8} "
+    if n > size - 8 or n > len(raw) - 8 or n > _MAX_HEADER:
+        raise bad(f"truncated header: its length field says {n} bytes but {size - 8} "
                   "bytes follow")
     try:
         header = json.loads(raw[8:8 + n].decode("utf-8"))
@@ -298,7 +285,7 @@ def _parse(raw, path):
         raise bad("__metadata__ must map strings to strings")
     tensors = [_tensor_entry(name, info, bad) for name, info in header.items()
                if name != "__metadata__"]
-    data_len = len(raw) - 8 - n
+    data_len = size - 8 - n
     last = max(tensors, key=lambda t: t[4], default=None)
     if last is not None and last[4] > data_len:
         raise bad(f"the data section has {data_len} bytes but tensor {last[0]!r} ends at byte "
