@@ -265,8 +265,6 @@ def test_compile_of_grad_with_control_flow_in_body(body, out):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="staging (trace_to_program) inlines custom_jvp functions, "
-                   "so a shard_map body (like a cond / scan body) loses the custom rule")
 def test_custom_jvp_inside_shard_map_body():
     @starling.custom_jvp
     def f(x):
@@ -275,6 +273,17 @@ def test_custom_jvp_inside_shard_map_body():
     f.defjvp(lambda p, t: (p[0], 2 * t[0]))
     g = sm(lambda xb: lax.psum(snp.sum(f(xb)), "i"), M1, P("i"), P())
     np.testing.assert_array_equal(starling.grad(g)(np.ones(4)), np.full(4, 2.0))
+    np.testing.assert_array_equal(starling.compile(starling.grad(g))(np.ones(4)), np.full(4, 2.0))
+    np.testing.assert_array_equal(starling.compile(g)(np.ones(4)), 4.0)
+    # custom_vjp too, and under vmap of the shard_map
+    @starling.custom_vjp
+    def h(x):
+        return x
+    h.defvjp(lambda x: (x, None), lambda _, ct: (3 * ct,))
+    k = sm(lambda xb: lax.psum(snp.sum(h(xb)), "i"), M1, P("i"), P())
+    np.testing.assert_array_equal(starling.grad(k)(np.ones(4)), np.full(4, 3.0))
+    np.testing.assert_array_equal(
+        starling.vmap(starling.grad(k))(np.ones((2, 4))), np.full((2, 4), 3.0))
 
 
 # ---- bad input: clear errors naming the op, the mesh axes and the shapes ----------------------

@@ -18,7 +18,7 @@ import functools
 import numpy as np
 
 from .. import tree as tree_util
-from ..arrays.array import wrap
+from ..arrays.array import Array, wrap
 from ..arrays.convert import operand
 from ..arrays.ops import rules as R
 from ..core import dtypes
@@ -178,11 +178,20 @@ def vjp(fun, *primals, has_aux=False):
         c_leaves = [Zero(tangent_aval(p.aval)) if tangent_dtype(p.dtype) == dtypes.float0 else c
                     for p, c in zip(primal_out, c_leaves)]
         cts_in = backward_pass(prog, prog.consts, c_leaves)
-        cts_in = [R.instantiate(c) for c in cts_in]
+        cts_in = [_laid_out_like(R.instantiate(c), p) for c, p in zip(cts_in, p_leaves)]
         return tree_util.unflatten(p_tree, cts_in)
 
     out = tree_util.unflatten(o_tree, primal_out)
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _laid_out_like(ct, primal):
+    """A concrete cotangent with its primal's sharding (as in JAX, the gradient of a sharded
+    parameter is laid out like it, whatever layout the backward pass ended in)."""
+    if type(ct) is Array and isinstance(primal, Array) and type(primal) is not Array:
+        from ..arrays.device import device_put
+        return device_put(ct, primal.sharding)
+    return ct
 
 
 def _normalize_argnums(op, argnums, nargs):

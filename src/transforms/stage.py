@@ -74,6 +74,16 @@ class StagingTrace(Trace):
         tracers = [StagingTracer(self, v) for v in outvars]
         return tracers if prim.multiple_results else tracers[0]
 
+    def process_custom_jvp_call(self, fun, jvp, args, symbolic_zeros=False):
+        # recorded, not inlined: a later jvp of this Program (a control-flow body) needs the rule
+        from .custom import custom_jvp_call_p
+        return custom_jvp_call_p.stage(self, fun, args, jvp=jvp, symbolic_zeros=symbolic_zeros)
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_avals_fn):
+        from .custom import custom_vjp_call_p
+        return custom_vjp_call_p.stage(self, fun, args, fwd=fwd, bwd=bwd,
+                                       out_avals_fn=out_avals_fn)
+
     def check_valid_self(self):
         if not self.valid:
             raise RuntimeError("staging trace used after it ended")
