@@ -299,6 +299,28 @@ def test_make_mesh_wrong_device_count():
         make_mesh((4,), ("i", "j"))
 
 
+def test_spec_longer_than_the_array_rank():
+    # trailing None entries do not change a layout, but a spec longer than the array is a
+    # mistake (JAX rejects it too): every entry point says so
+    from starling.sharding import NamedSharding
+    msg = r"sharding PartitionSpec\('i', None\) has 2 entries but the array has shape \(4,\)"
+    with pytest.raises(ValueError, match="shard_map.*" + msg):
+        sm(lambda b: b, M1, P("i", None), P("i"))(np.ones(4))
+    with pytest.raises(ValueError, match="out_specs.*" + msg.replace("(4,", "(1,")):
+        sm(lambda b: b, M1, P("i"), P("i", None))(np.ones(4))
+    with pytest.raises(ValueError, match="distribute: " + msg):
+        distribute(snp.ones(4), NamedSharding(M1, P("i", None)))
+    with pytest.raises(ValueError, match=r"compile \(in_shardings.*" + msg):
+        starling.compile(lambda x: x * 2, in_shardings=NamedSharding(M1, P("i", None)))(
+            snp.ones(4))
+    with pytest.raises(ValueError, match=r"compile \(out_shardings of output 0\).*" + msg):
+        starling.compile(lambda x: x * 2, out_shardings=NamedSharding(M1, P("i", None)))(
+            snp.ones(4))
+    # as long as the rank: fine
+    out = distribute(snp.ones((4, 2)), NamedSharding(M1, P("i", None)))
+    assert out.placements == (Shard(0),)
+
+
 def test_unknown_axis_names():
     x = np.arange(8.0)
     with pytest.raises(ValueError, match=r"shard_map\(<lambda>\): in_specs of argument \[0\] "
