@@ -9,8 +9,10 @@ microseconds of Python per primitive on top of its kernel. With it, an eager ``g
    costs a few microseconds per primitive: the *recording* of this call;
 2. looks the recording up, with the transformation and its static configuration (argnums,
    has_aux, holomorphic, allow_int; in_axes, out_axes, axis_size, axis_name), in a process-wide
-   cache of *derived programs* (the gradient / batched Program, staged once, with dead and
-   repeated equations removed and scalar-only equations folded);
+   cache of *derived programs* (the gradient / batched Program, staged once, then simplified by
+   exact identities, with dead and repeated equations removed and scalar-only equations
+   folded: the common passes of src/lowering/pipeline.py, which never change a bit of a
+   result);
 3. runs the derived program on the call's arguments and on the arrays the recording read from
    outside (closures, globals), so nothing the function reads is ever stale.
 
@@ -52,11 +54,13 @@ import functools
 import os
 import threading
 
-from ..arrays.array import Array
+from ..arrays.array import Array, wrap
+from ..core.ir import Literal
 from ..core.trace import EVAL_TRACE, current_trace, new_trace, set_current_trace
 from ..lowering.passes.constant_folding import constant_folding
 from ..lowering.passes.cse import cse
 from ..lowering.passes.dce import dce
+from ..lowering.passes.simplify import simplify
 from .record import RecordTrace, RecordTracer, Retrace, fingerprint, record, replay
 
 MAX_ENTRIES = 256
@@ -147,11 +151,12 @@ def record_call(fun, body, avals, values):
 class Derived:
     """Derived programs of one recording, and the facts the caller needs to use them."""
 
-    __slots__ = ("progs", "info")
+    __slots__ = ("progs", "info", "plans")
 
     def __init__(self, progs, info):
         self.progs = progs
         self.info = info
+        self.plans = [None] * len(progs)
 
 
 def lookup(fun, key, rec, derive):
@@ -166,9 +171,8 @@ def lookup(fun, key, rec, derive):
     if not rec.reusable:
         _stats["retraced:" + (rec.uncacheable or "sharded or eager-dispatched values")] += 1
         return None
-    full = (key, rec.fingerprint())
     try:
-        hash(full)
+        full = _Key((key, rec.fingerprint()))
     except TypeError:   # an unhashable static configuration or param
         _stats["retraced:unhashable"] += 1
         return None
@@ -200,6 +204,22 @@ def lookup(fun, key, rec, derive):
     return entry
 
 
+class _Key:
+    """A cache key whose (deep) hash is computed once."""
+
+    __slots__ = ("key", "hash")
+
+    def __init__(self, key):
+        self.key = key
+        self.hash = hash(key)
+
+    def __hash__(self):
+        return self.hash
+
+    def __eq__(self, other):
+        return self.hash == other.hash and self.key == other.key
+
+
 def _note_retrace(fun):
     with _lock:
         _retrace[_code_key(fun)] = None
@@ -215,15 +235,92 @@ def derive_program(flat_fun, avals):
         tracers = [trace.new_arg(a) for a in avals]
         outs = flat_fun(*tracers)
         prog = trace.to_program(tracers, outs)
-    for p in (constant_folding, cse, dce):
+    for p in (constant_folding, simplify, cse, dce):
         prog = p(prog)
     return prog
 
 
-def run(prog, inputs):
-    """Runs a derived Program: on NumPy kernels when eager, or binding its equations under the
-    current trace (the recording of an enclosing eager transformation)."""
+def run(derived, i, inputs):
+    """Runs ``derived.progs[i]``: eagerly through its plan of NumPy calls, or by binding its
+    equations under the current trace (the recording of an enclosing eager transformation)."""
+    prog = derived.progs[i]
+    if current_trace() is EVAL_TRACE:
+        plan = derived.plans[i]
+        if plan is None:
+            plan = derived.plans[i] = _Plan.of(prog)
+        if plan is not False:
+            return plan(inputs)
     return replay(prog, prog.consts, inputs)
+
+
+class _Plan:
+    """A derived Program as a flat list of NumPy calls on buffers: per equation exactly what
+    EvalTrace.process_primitive does for plain Arrays (``impl`` on the buffers, ``weak_type``
+    on the weak flags), without dispatching through ``bind`` and wrapping every intermediate
+    in an Array. Only made for programs whose inputs and constants are plain Arrays (see
+    ``applies`` and ``Recording.reusable``), where that is all the eval trace does."""
+
+    __slots__ = ("steps", "n_slots", "fixed", "outs")
+
+    @classmethod
+    def of(cls, prog):
+        """The plan of ``prog``, or False when an equation needs the trace machinery (a call
+        record, a primitive running itself eagerly), has no NumPy implementation, or a
+        constant is not a plain Array (what EvalTrace.process_primitive reads directly)."""
+        if any(type(c) is not Array for c in prog.consts):
+            return False
+        for e in prog.eqns:
+            p = e.primitive
+            if p.impl is None or p.eager is not None or p.meta.get("applied"):
+                return False
+        return cls(prog)
+
+    def __init__(self, prog):
+        slots = {v: i for i, v in enumerate(prog.invars)}
+        fixed = []   # (slot, Array): consts and literals
+
+        def slot(v):
+            if type(v) is Literal:
+                fixed.append((len(slots) + len(fixed), wrap(v.val, v.aval.weak_type)))
+                return fixed[-1][0]
+            return slots[v]
+
+        for v, c in zip(prog.constvars, prog.consts):
+            slots[v] = len(slots) + len(fixed)
+            fixed.append((slots[v], c))
+        steps = []
+        for e in prog.eqns:
+            ins = tuple(slot(v) for v in e.invars)
+            outs = []
+            for v in e.outvars:
+                slots[v] = len(slots) + len(fixed)
+                outs.append(slots[v])
+            p = e.primitive
+            steps.append((p.impl, e.params, p.weak_type, ins, tuple(outs), p.multiple_results))
+        self.outs = tuple(slot(v) for v in prog.outvars)
+        self.n_slots = len(slots) + len(fixed)
+        self.fixed = fixed
+        self.steps = steps
+
+    def __call__(self, inputs):
+        arrays = [None] * self.n_slots   # the Arrays given or returned (kept: same objects)
+        bufs = [None] * self.n_slots
+        weak = [False] * self.n_slots
+        for i, a in enumerate(inputs):
+            arrays[i], bufs[i], weak[i] = a, a._buf, a._weak
+        for i, a in self.fixed:
+            arrays[i], bufs[i], weak[i] = a, a._buf, a._weak
+        for impl, params, weak_type, ins, outs, multiple in self.steps:
+            out = impl(*[bufs[j] for j in ins], **params)
+            w = weak_type(*[weak[j] for j in ins], **params)
+            if multiple:
+                ws = [w] * len(outs) if type(w) is bool else w
+                for j, o, wj in zip(outs, out, ws):
+                    bufs[j], weak[j] = o, wj
+            else:
+                bufs[outs[0]], weak[outs[0]] = out, w
+        return [arrays[j] if arrays[j] is not None else wrap(bufs[j], weak[j])
+                for j in self.outs]
 
 
 __all__ = ["applies", "clear", "derive_program", "fingerprint", "is_enabled", "lookup",

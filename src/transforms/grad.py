@@ -271,7 +271,7 @@ def _eager_value_and_grad(fun, f_partial, d_leaves, d_tree, has_aux, holomorphic
     if entry is None:
         f = _replayed(rec, rec.prog.consts, True, n, has_aux)
         return _value_and_grad_core(f, d_leaves, d_tree, has_aux, holomorphic)
-    outs = _eager.run(entry.progs[0], list(d_leaves) + list(rec.prog.consts))
+    outs = _eager.run(entry, 0, list(d_leaves) + list(rec.prog.consts))
     value = _rebuild(shape, rec.extra[1], outs[:n_val], has_aux)
     return value, tree_util.unflatten(d_tree, outs[n_val:])
 
@@ -324,8 +324,7 @@ def _eager_vjp(fun, p_leaves, p_tree, has_aux):
     entry = _eager.lookup(fun, ("vjp", has_aux, shape), rec, derive)
     if entry is None:
         return _vjp(_replayed(rec, rec.prog.consts, True, n, has_aux), p_leaves, p_tree, has_aux)
-    fwd, bwd = entry.progs
-    outs = _eager.run(fwd, list(p_leaves) + list(rec.prog.consts))
+    outs = _eager.run(entry, 0, list(p_leaves) + list(rec.prog.consts))
     primal_out, residuals = outs[:n_out], outs[n_val:]
     value = _rebuild(shape, rec.extra[1], outs[:n_val], has_aux)
     o_tree = shape[0]
@@ -333,7 +332,7 @@ def _eager_vjp(fun, p_leaves, p_tree, has_aux):
     def vjp_fn(cotangents):
         c_leaves = _cotangent_leaves(cotangents, o_tree, primal_out)
         cts = [c for c in c_leaves if type(c) is not Zero]
-        return tree_util.unflatten(p_tree, _eager.run(bwd, residuals + cts))
+        return tree_util.unflatten(p_tree, _eager.run(entry, 1, residuals + cts))
 
     return (value[0], vjp_fn, value[1]) if has_aux else (value, vjp_fn)
 

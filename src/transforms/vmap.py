@@ -347,7 +347,7 @@ def _eager_vmap(fun, treedef, vals, dims, size, axis_name, out_axes):
     if entry is None:
         result = batched(rec.prog.consts, True, xs)
     else:
-        result = _eager.run(entry.progs[0], xs + list(rec.prog.consts))
+        result = _eager.run(entry, 0, xs + list(rec.prog.consts))
     return True, tree_util.unflatten(ot, result)
 
 
