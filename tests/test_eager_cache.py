@@ -45,11 +45,12 @@ def _assert_same_bits(got, want):
 
 
 def _uncached(call):
-    eager_cache.set_enabled(False)
+    st.config.update("eager_cache", False)
     try:
+        assert not st.config.read("eager_cache")
         return call()
     finally:
-        eager_cache.set_enabled(True)
+        st.config.update("eager_cache", True)
 
 
 def _hits():
@@ -302,3 +303,9 @@ def test_errors_are_raised_as_without_the_cache():
     out, fn = st.vjp(lambda x: x * 2.0, x)
     with pytest.raises((TypeError, ValueError)):
         fn(snp.asarray(np.ones(4, np.float32)))
+
+
+def test_config_option_is_checked():
+    with pytest.raises(TypeError, match="eager_cache.*bool"):
+        st.config.update("eager_cache", 1)
+    assert st.config.eager_cache is True
