@@ -309,3 +309,30 @@ def test_config_option_is_checked():
     with pytest.raises(TypeError, match="eager_cache.*bool"):
         st.config.update("eager_cache", 1)
     assert st.config.eager_cache is True
+
+
+RULE_SCALE = [None]
+
+
+def test_custom_rule_inside_a_staged_body_reads_its_globals_on_every_call():
+    """A custom_jvp inside a cond body is staged with its rule as a live function: the rule's
+    closure can change between calls, so such calls are re-traced, never served stale."""
+    @st.custom_jvp
+    def f(x):
+        return snp.sin(x)
+
+    @f.defjvp
+    def _f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return f(x), t * RULE_SCALE[0]
+
+    def g(x):
+        return snp.sum(st.cond(snp.sum(x) > 0, f, lambda x: x * 2.0, x))
+    x = snp.asarray(np.array([0.5, 1.0], np.float32))
+    for scale in (1.0, 3.0, -2.0):
+        RULE_SCALE[0] = snp.asarray(np.float32(scale))
+        grad = _check(lambda: st.grad(g)(x), served=False)
+        np.testing.assert_array_equal(np.asarray(grad), np.full(2, scale, np.float32))
+    s = eager_cache.stats()
+    assert s.get("hit", 0) == 0 and s.get("retraced:a custom_jvp / custom_vjp call inside a "
+                                          "staged body", 0) >= 9, s

@@ -56,6 +56,7 @@ import threading
 
 from ..arrays.array import Array, wrap
 from ..core.ir import Literal
+from ..core.primitive import Primitive
 from ..core.trace import EVAL_TRACE, current_trace, new_trace, set_current_trace
 from ..lowering.passes.constant_folding import constant_folding
 from ..lowering.passes.cse import cse
@@ -265,13 +266,15 @@ class _Plan:
     @classmethod
     def of(cls, prog):
         """The plan of ``prog``, or False when an equation needs the trace machinery (a call
-        record, a primitive running itself eagerly), has no NumPy implementation, or a
-        constant is not a plain Array (what EvalTrace.process_primitive reads directly)."""
+        record, a primitive running itself eagerly or with a bind of its own), has no NumPy
+        implementation, or a constant is not a plain Array (what EvalTrace.process_primitive
+        reads directly)."""
         if any(type(c) is not Array for c in prog.consts):
             return False
         for e in prog.eqns:
             p = e.primitive
-            if p.impl is None or p.eager is not None or p.meta.get("applied"):
+            if (p.impl is None or p.eager is not None or p.meta.get("applied")
+                    or type(p).bind is not Primitive.bind):   # a bind of its own (custom calls)
                 return False
         return cls(prog)
 

@@ -18,6 +18,10 @@ What a recording captures, and so what ``fingerprint`` compares:
 * custom rules by their own recorded Programs (their closed-over arrays are consts too);
   checkpoint policies and any other Python object in params by identity.
 
+A custom_jvp / custom_vjp call inside a staged body (cond, scan, while...) is staged with its
+rules as live Python functions (src/transforms/custom.py), whose closures a recording cannot
+see: such a recording is ``uncacheable``, and its calls are re-traced.
+
 Values are read on demand: a RecordTracer asked for its concrete value (``bool``, ``float``,
 ``np.asarray``, ``if x > 0:``) evaluates the recorded equations it depends on, from the call's
 input values, and the recording is marked ``read_values``: its structure may depend on those
@@ -33,7 +37,8 @@ from .. import tree as tree_util
 from ..arrays.array import Array, wrap
 from ..arrays.convert import operand
 from ..core.ad_util import Zero, tangent_aval
-from ..core.ir import Equation, Literal, Program, Var, eval_program
+from ..core.ir import (Equation, Literal, Program, Var, eval_program, is_custom_call,
+                       subprograms)
 from ..core.primitive import Primitive
 from ..core.trace import (EVAL_TRACE, ConcretizationError, Tracer, new_trace,
                           set_current_trace)
@@ -387,7 +392,24 @@ def record(fun, avals, values):
         if trace is not None and trace.missing_value:
             raise Retrace() from None
         raise
-    return Recording(prog, extra, trace.read_values, trace.uncacheable)
+    uncacheable = trace.uncacheable
+    if uncacheable is None and _has_staged_custom_call(prog.eqns):
+        uncacheable = "a custom_jvp / custom_vjp call inside a staged body"
+    return Recording(prog, extra, trace.read_values, uncacheable)
+
+
+def _has_staged_custom_call(eqns):
+    """Whether a staged custom call (live rules in its params) is among ``eqns``, bodies and
+    call records included."""
+    for eqn in eqns:
+        if is_custom_call(eqn):
+            return True
+        subs = [p for p in eqn.params["progs"] if p is not None] \
+            if eqn.primitive is call_record_p else subprograms(eqn.params)
+        for sub in subs:
+            if _has_staged_custom_call(sub.eqns):
+                return True
+    return False
 
 
 # ---- fingerprints ------------------------------------------------------------------------------
