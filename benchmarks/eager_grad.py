@@ -14,8 +14,9 @@ Each contender runs in its own process; the driver runs ``--rounds`` rounds, ask
 in turn for a batch of steps of about 0.3 s, so background load hits all alike, and reports the
 median steps/s over the rounds (and the best), per wall-clock second and per CPU second of the
 process (on a busy machine the wall clock mostly measures the scheduler), with the machine's
-load average before and after. ``--threads N`` sets OPENBLAS/OMP/MKL_NUM_THREADS and torch's thread count in every
-process (default 1: on a busy machine a second BLAS thread mostly waits for a core).
+load average before and after. ``--threads N`` sets OPENBLAS/OMP/MKL_NUM_THREADS and torch's
+thread count in every process (default 1: on a busy machine a second BLAS thread mostly waits
+for a core).
 
 ``--baseline NAME=DIR`` (repeatable) adds ``starling eager [NAME]``: the same step importing
 ``starling`` from ``DIR`` (a folder holding another checkout's package as ``DIR/starling``, for

@@ -23,7 +23,8 @@ other side effects happen on every call.
 When the cache is used (otherwise the call takes the re-tracing path, with unchanged results):
 
 * ``starling.config.update("eager_cache", True)`` (the default; ``$STARLING_EAGER_CACHE=0``
-  turns it off, ``=first`` derives on the first sighting, which tests use), outside any transformation or inside the recording of another eager cached
+  turns it off, ``=first`` derives on the first sighting, which tests use), outside any
+  transformation or inside the recording of another eager cached
   transformation (``vmap(grad(f))``, ``grad(grad(f))``); never under ``debug_mode`` (which
   records the primitives the re-tracing path executes), jvp, linearize, compile or make_ir;
 * every transformed argument leaf is a plain Array (or a NumPy array / Python scalar); sharded
