@@ -218,11 +218,13 @@ def check_program(prog: Program) -> None:
 
 # ---- interpreter -------------------------------------------------------------------------------
 
-def eval_program(prog: Program, consts, *args):
+def eval_program(prog: Program, consts, *args, apply=None):
     """Runs ``prog`` by binding each equation's primitive under the current trace.
 
     Because it binds, evaluating a Program inside another transformation (jvp, vmap, staging)
-    applies that transformation to it. Returns the list of outputs.
+    applies that transformation to it. Returns the list of outputs. ``apply(eqn, inputs) ->
+    outputs list``, when given, evaluates the equations whose primitive has no rules of its own
+    (the call records of src/transforms/record.py); the others still bind.
     """
     from .trace import EvalTrace
     env = {}
@@ -239,9 +241,12 @@ def eval_program(prog: Program, consts, *args):
     for v, a in zip(prog.invars, args):
         env[v] = a
     for eqn in prog.eqns:
-        outs = eqn.primitive.bind(*[read(v) for v in eqn.invars], **eqn.params)
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
+        if apply is not None and eqn.primitive.meta.get("applied"):
+            outs = apply(eqn, [read(v) for v in eqn.invars])
+        else:
+            outs = eqn.primitive.bind(*[read(v) for v in eqn.invars], **eqn.params)
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
         for v, o in zip(eqn.outvars, outs):
             env[v] = o
     return [read(v) for v in prog.outvars]
