@@ -180,6 +180,24 @@ def test_weak_type_promotion_table():
     assert snp.float_power(A([1j]), 2).dtype == np.complex128
 
 
+@pytest.mark.parametrize("dt", [np.float64, np.float16, ml_dtypes.bfloat16, np.int8, np.uint16,
+                                np.float32, np.int64, np.complex128, np.bool_])
+def test_weak_pairs_promote_alike_eager_and_traced(dt):
+    """Two weak operands of one dtype promote by the weak-type table (weak float64 + weak
+    float64 is weak float32) on every path: the eager fast path, tracing, and binding."""
+    from starling.arrays.array import wrap
+    from starling.transforms.vmap import vmap
+    a = wrap(np.array([1, 0], dt), True)
+    want = dtypes.result_type((np.dtype(dt), True), (np.dtype(dt), True))
+    for op in (snp.add, snp.multiply, snp.equal):
+        eager = op(a, a)
+        traced = vmap(op)(a, a)
+        out_dt, out_weak = (np.dtype(bool), False) if op is snp.equal else want
+        assert (eager.dtype, eager.weak_type) == (out_dt, out_weak), (op, dt)
+        assert (traced.dtype, traced.weak_type) == (out_dt, out_weak), (op, dt)
+        np.testing.assert_array_equal(np.asarray(eager), np.asarray(traced))
+
+
 def test_unsigned_signed_mix_and_uint64_int64():
     assert (A([1], np.uint8) + A([1], np.int8)).dtype == np.int16
     assert (A([1], np.uint64) + A([1], np.int64)).dtype == np.float32  # via weak float -> default

@@ -265,8 +265,6 @@ def test_compile_of_grad_with_control_flow_in_body(body, out):
             np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason="staging (trace_to_program) inlines custom_jvp functions, "
-                   "so a shard_map body (like a cond / scan body) loses the custom rule")
 def test_custom_jvp_inside_shard_map_body():
     @starling.custom_jvp
     def f(x):
@@ -275,6 +273,17 @@ def test_custom_jvp_inside_shard_map_body():
     f.defjvp(lambda p, t: (p[0], 2 * t[0]))
     g = sm(lambda xb: lax.psum(snp.sum(f(xb)), "i"), M1, P("i"), P())
     np.testing.assert_array_equal(starling.grad(g)(np.ones(4)), np.full(4, 2.0))
+    np.testing.assert_array_equal(starling.compile(starling.grad(g))(np.ones(4)), np.full(4, 2.0))
+    np.testing.assert_array_equal(starling.compile(g)(np.ones(4)), 4.0)
+    # custom_vjp too, and under vmap of the shard_map
+    @starling.custom_vjp
+    def h(x):
+        return x
+    h.defvjp(lambda x: (x, None), lambda _, ct: (3 * ct,))
+    k = sm(lambda xb: lax.psum(snp.sum(h(xb)), "i"), M1, P("i"), P())
+    np.testing.assert_array_equal(starling.grad(k)(np.ones(4)), np.full(4, 3.0))
+    np.testing.assert_array_equal(
+        starling.vmap(starling.grad(k))(np.ones((2, 4))), np.full((2, 4), 3.0))
 
 
 # ---- bad input: clear errors naming the op, the mesh axes and the shapes ----------------------
@@ -288,6 +297,28 @@ def test_make_mesh_wrong_device_count():
         make_mesh((2, 3), ("a", "b"), devices=DEV4)
     with pytest.raises(ValueError, match=r"1 axis sizes \(4,\) but 2 names"):
         make_mesh((4,), ("i", "j"))
+
+
+def test_spec_longer_than_the_array_rank():
+    # trailing None entries do not change a layout, but a spec longer than the array is a
+    # mistake (JAX rejects it too): every entry point says so
+    from starling.sharding import NamedSharding
+    msg = r"sharding PartitionSpec\('i', None\) has 2 entries but the array has shape \(4,\)"
+    with pytest.raises(ValueError, match="shard_map.*" + msg):
+        sm(lambda b: b, M1, P("i", None), P("i"))(np.ones(4))
+    with pytest.raises(ValueError, match="out_specs.*" + msg.replace("(4,", "(1,")):
+        sm(lambda b: b, M1, P("i"), P("i", None))(np.ones(4))
+    with pytest.raises(ValueError, match="distribute: " + msg):
+        distribute(snp.ones(4), NamedSharding(M1, P("i", None)))
+    with pytest.raises(ValueError, match=r"compile \(in_shardings.*" + msg):
+        starling.compile(lambda x: x * 2, in_shardings=NamedSharding(M1, P("i", None)))(
+            snp.ones(4))
+    with pytest.raises(ValueError, match=r"compile \(out_shardings of output 0\).*" + msg):
+        starling.compile(lambda x: x * 2, out_shardings=NamedSharding(M1, P("i", None)))(
+            snp.ones(4))
+    # as long as the rank: fine
+    out = distribute(snp.ones((4, 2)), NamedSharding(M1, P("i", None)))
+    assert out.placements == (Shard(0),)
 
 
 def test_unknown_axis_names():

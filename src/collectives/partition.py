@@ -428,7 +428,10 @@ def partition(prog: Program, in_shardings, out_shardings=None, keep_partial=Fals
                          "sharded argument and out_sharding must be on one mesh")
     mesh = meshes.pop()
     for v, s in zip(prog.invars, in_shardings):
-        s.check_shape(v.aval.shape, "partition")
+        s.check_shape(v.aval.shape, "compile (in_shardings / sharded argument)")
+    for i, (v, s) in enumerate(zip(prog.outvars, out_shardings or ())):
+        if s is not None:
+            s.check_shape(v.aval.shape, f"compile (out_shardings of output {i})")
     layout, choices, final = propagate(prog, in_shardings, out_shardings, keep_partial)
     tracked = [(layout[v], v.aval) for v in layout] + \
         [(s, x.aval) for s, x in zip(final, prog.outvars)]

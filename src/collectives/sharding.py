@@ -64,7 +64,7 @@ class NamedSharding:
         TypeError: a malformed spec.
     """
 
-    __slots__ = ("mesh", "spec", "partial", "_key")
+    __slots__ = ("mesh", "spec", "partial", "_key", "given_spec")
 
     def __init__(self, mesh: Mesh, spec=PartitionSpec(), partial=None):
         if not isinstance(mesh, (Mesh, AbstractMesh)):
@@ -93,6 +93,7 @@ class NamedSharding:
             entries.pop()
         self.mesh = mesh
         self.spec = PartitionSpec(*entries)
+        self.given_spec = spec   # as given: an array of lower rank than its length is an error
         self.partial = tuple(sorted(items.items(), key=lambda kv: mesh.axis_names.index(kv[0])))
         self._key = (mesh, tuple(self.spec.axes(i) for i in range(len(self.spec))), self.partial)
 
@@ -132,10 +133,11 @@ class NamedSharding:
         return {i: self.spec.axes(i) for i in range(len(self.spec)) if self.spec.axes(i)}
 
     def check_shape(self, shape, op) -> None:
-        """Raises ValueError when the spec has more entries than ``shape`` has dims."""
-        if len(self.spec) > len(shape):
-            raise ValueError(f"{op}: sharding {self.spec} has {len(self.spec)} entries but the "
-                             f"array has shape {tuple(shape)} ({len(shape)} dims)")
+        """Raises ValueError when the spec (as given) has more entries than ``shape`` has dims."""
+        spec = self.given_spec if len(self.given_spec) > len(self.spec) else self.spec
+        if len(spec) > len(shape):
+            raise ValueError(f"{op}: sharding {spec} has {len(spec)} entries but the array has "
+                             f"shape {tuple(shape)} ({len(shape)} dims)")
 
     # ---- pieces --------------------------------------------------------------------------------
     def shard_bounds(self, shape, device) -> tuple:

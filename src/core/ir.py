@@ -218,11 +218,13 @@ def check_program(prog: Program) -> None:
 
 # ---- interpreter -------------------------------------------------------------------------------
 
-def eval_program(prog: Program, consts, *args):
+def eval_program(prog: Program, consts, *args, apply=None):
     """Runs ``prog`` by binding each equation's primitive under the current trace.
 
     Because it binds, evaluating a Program inside another transformation (jvp, vmap, staging)
-    applies that transformation to it. Returns the list of outputs.
+    applies that transformation to it. Returns the list of outputs. ``apply(eqn, inputs) ->
+    outputs list``, when given, evaluates the equations whose primitive has no rules of its own
+    (the call records of src/transforms/record.py); the others still bind.
     """
     from .trace import EvalTrace
     env = {}
@@ -239,9 +241,79 @@ def eval_program(prog: Program, consts, *args):
     for v, a in zip(prog.invars, args):
         env[v] = a
     for eqn in prog.eqns:
-        outs = eqn.primitive.bind(*[read(v) for v in eqn.invars], **eqn.params)
-        if not eqn.primitive.multiple_results:
-            outs = [outs]
+        if apply is not None and eqn.primitive.meta.get("applied"):
+            outs = apply(eqn, [read(v) for v in eqn.invars])
+        else:
+            outs = eqn.primitive.bind(*[read(v) for v in eqn.invars], **eqn.params)
+            if not eqn.primitive.multiple_results:
+                outs = [outs]
         for v, o in zip(eqn.outvars, outs):
             env[v] = o
     return [read(v) for v in prog.outvars]
+
+
+# ---- inlining --------------------------------------------------------------------------------
+
+def inline_calls(prog: Program, inline, key="program", into_bodies=False) -> Program:
+    """Replaces each equation for which ``inline(eqn)`` holds by the equations of the Program in
+    its param ``key`` (whose invars take the equation's operands), recursively. With
+    ``into_bodies`` the bodies of other higher-order equations (control flow) are rewritten too.
+    Constants of inlined Programs become constants of the result."""
+    if not _has_call(prog, inline, into_bodies):
+        return prog
+    rename = {}
+    constvars, consts = list(prog.constvars), list(prog.consts)
+    eqns = []
+
+    def r(v):
+        return v if isinstance(v, Literal) else rename.get(v, v)
+
+    for eqn in prog.eqns:
+        if not inline(eqn):
+            params = eqn.params
+            if into_bodies and any(True for _ in subprograms(params)):
+                params = dict(params)
+                for k, progs in subprogram_params(eqn.params):
+                    new = [inline_calls(p, inline, key, True) for p in progs]
+                    params[k] = new[0] if isinstance(eqn.params[k], Program) else tuple(new)
+            eqns.append(Equation(eqn.primitive, [r(v) for v in eqn.invars], eqn.outvars, params))
+            continue
+        sub = inline_calls(eqn.params[key], inline, key, into_bodies)
+        env = {}
+        for v, c in zip(sub.constvars, sub.consts):
+            nv = Var(v.aval)
+            constvars.append(nv)
+            consts.append(c)
+            env[v] = nv
+        for v, a in zip(sub.invars, eqn.invars):
+            env[v] = r(a)
+        for se in sub.eqns:
+            outs = [Var(v.aval) for v in se.outvars]
+            env.update(zip(se.outvars, outs))
+            eqns.append(Equation(se.primitive, [v if isinstance(v, Literal) else env[v]
+                                                for v in se.invars], outs, se.params))
+        for old, new in zip(eqn.outvars, sub.outvars):
+            rename[old] = new if isinstance(new, Literal) else env[new]
+    outvars = [r(v) for v in prog.outvars]
+    return Program(constvars, consts, prog.invars, eqns, outvars, prog.effects)
+
+
+def _has_call(prog, inline, into_bodies):
+    for eqn in prog.eqns:
+        if inline(eqn):
+            return True
+        if into_bodies and any(_has_call(p, inline, True) for p in subprograms(eqn.params)):
+            return True
+    return False
+
+
+def is_custom_call(eqn) -> bool:
+    """True for a staged custom_jvp / custom_vjp call (src/transforms/custom.py): kept in a
+    Program so that transformations applied to it later use the custom rule; backends, the
+    partitioner and export run its ``call`` Program instead."""
+    return bool(eqn.primitive.meta.get("custom_call"))
+
+
+def inline_custom_calls(prog: Program) -> Program:
+    """``prog`` with every staged custom call (bodies included) replaced by its function."""
+    return inline_calls(prog, is_custom_call, key="call", into_bodies=True)

@@ -97,6 +97,9 @@ def export(fun, *args_or_shape_specs, dynamic_shapes=None) -> "Exported":
     Raises:
         ValueError: both decorator and call-site specs; a bad spec.
         TypeError: a param that cannot be serialized is only reported by ``serialize``.
+
+    custom_jvp / custom_vjp rules are Python functions and are not exported: the artifact holds
+    their primal computation, and derivatives of a deserialized function are that computation's.
     """
     from ..transforms.compile import Compiled
     spec_fun = fun

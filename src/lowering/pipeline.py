@@ -1,6 +1,8 @@
 """The pass pipeline, in order. Each entry is (name, pass); a pass maps Program -> Program.
 
-Common passes (``PASSES``, every backend): simplify, constant_folding, cse, dce. A backend then
+Common passes (``PASSES``, every backend): inline_custom_calls (staged custom_jvp / custom_vjp
+calls run their function: no derivative is taken after lowering), simplify, constant_folding,
+cse, dce. A backend then
 runs its own list on the result; the cpp backend's (``cpp.cpp_passes``), in order:
 
 1. complex_decompose: complex arithmetic -> real / imaginary float computations;
@@ -21,13 +23,14 @@ from __future__ import annotations
 
 import os
 
-from ..core.ir import Program, check_program
+from ..core.ir import Program, check_program, inline_custom_calls
 from .passes.constant_folding import constant_folding
 from .passes.cse import cse
 from .passes.dce import dce
 from .passes.simplify import simplify
 
 PASSES = [
+    ("inline_custom_calls", inline_custom_calls),
     ("simplify", simplify),
     ("constant_folding", constant_folding),
     ("cse", cse),

@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 import inspect
 
+import numpy as np
+
 from .. import tree as tree_util
 from ..arrays.convert import operand
 from ..arrays.ops import rules as R
@@ -253,3 +255,76 @@ def custom_lin(residuals, tangents, bwd, out_avals):
                              out_avals=tuple(tangent_aval(ShapedArray(a.shape, a.dtype))
                                              for a in out_avals))
     return outs
+
+
+# ---- custom calls inside staged Programs -----------------------------------------------------
+
+class StagedCustomCall(Primitive):
+    """A custom_jvp / custom_vjp call recorded in a Program (a cond / switch / scan / while /
+    shard_map body, a checkpointed or compiled function), as JAX's ``custom_jvp_call``.
+
+    Params: ``call``, the staged function (a closed Program whose leading ``num_consts`` invars
+    are the values it closed over, passed as the first operands), and the rules (``jvp`` and
+    ``symbolic_zeros``, or ``fwd``, ``bwd`` and ``out_avals_fn``). Binding it re-enters the
+    custom call under the current trace, so a transformation applied to the Program later (the
+    jvp of a cond body under grad, vmap of a scan body) applies the user's rule, as it does
+    outside staging; evaluating it runs ``call``. Backends, the partitioner and export inline
+    ``call`` (``core.ir.inline_custom_calls``): by then no derivative is taken any more.
+    """
+
+    def __init__(self, name, enter):
+        super().__init__(name, multiple_results=True, family="autodiff")
+        self.meta["custom_call"] = True
+        self._enter = enter
+        self.impl = _staged_impl
+        self.abstract_eval = lambda *avals, call, **_: [v.aval for v in call.outvars]
+        self.weak_type = lambda *weak, call, **_: [v.aval.weak_type for v in call.outvars]
+        self.jvp = self._jvp
+        self.batch = self._batch
+
+    def bind(self, *args, **params):
+        consts, xs = list(args[:params["num_consts"]]), list(args[params["num_consts"]:])
+        call = params["call"]
+
+        def fun(*ys):
+            from .control import programs as P
+            return P.call(call, consts + list(ys))
+        fun.staged = (call, consts)
+        return self._enter(fun, xs, params)
+
+    def stage(self, trace, fun, args, **rules):
+        """Records the call of ``fun`` on ``args`` with ``rules`` in the staging ``trace``."""
+        call, consts = getattr(fun, "staged", (None, None))
+        if call is None:
+            from .control import programs as P
+            call, consts = P.stage(fun, [operand(a, self.name).aval for a in args])
+        params = dict(rules, call=call, num_consts=len(consts))
+        return trace.process_primitive(self, list(consts) + list(args), params)
+
+    # Direct uses of the rule slots (binding re-enters the custom call, so the traces do not
+    # need them) get the same answers through the traces' own handling.
+    def _jvp(self, primals, tangents, **params):
+        from .jvp import jvp_flat
+        return jvp_flat(lambda *a: self.bind(*a, **params), primals, tangents)
+
+    def _batch(self, vals, dims, **params):
+        from ..core.axis_env import current_batching_axis
+        from .vmap import _batched_flat
+        size = next(v.shape[d] for v, d in zip(vals, dims) if d is not None)
+        outs = _batched_flat(lambda *a: self.bind(*a, **params), dims, size,
+                             current_batching_axis())(*vals)
+        return outs, [0] * len(outs)
+
+
+def _staged_impl(*bufs, call, **_):
+    from ..arrays.array import wrap
+    from .control import programs as P
+    return [np.asarray(o._buf) for o in P.call(call, [wrap(b, False) for b in bufs])]
+
+
+custom_jvp_call_p = StagedCustomCall(
+    "custom_jvp_call",
+    lambda fun, xs, p: custom_jvp_call(fun, p["jvp"], xs, p["symbolic_zeros"]))
+custom_vjp_call_p = StagedCustomCall(
+    "custom_vjp_call",
+    lambda fun, xs, p: custom_vjp_call(fun, p["fwd"], p["bwd"], xs, p["out_avals_fn"]))

@@ -18,13 +18,14 @@ import functools
 import numpy as np
 
 from .. import tree as tree_util
-from ..arrays.array import wrap
+from ..arrays.array import Array, wrap
 from ..arrays.convert import operand
 from ..arrays.ops import rules as R
 from ..core import dtypes
 from ..core.ad_util import Zero, tangent_aval, tangent_dtype
 from ..core.ir import eval_program
-from ..core.trace import new_trace
+from ..core.trace import Tracer, new_trace
+from . import eager_cache as _eager
 from .jvp import JVPTrace, JVPTracer
 from .partial_eval import PartialEvalTrace
 from .transpose import backward_pass
@@ -148,12 +149,20 @@ def vjp(fun, *primals, has_aux=False):
 
     Returns ``(primals_out, vjp_fn)`` (plus ``aux`` when has_aux); ``vjp_fn(cotangents)`` takes a
     pytree shaped like ``primals_out`` and returns a tuple of cotangents shaped like ``primals``
-    (float0 zeros for int/bool primals).
+    (float0 zeros for int/bool primals). Called eagerly, the forward and backward programs are
+    reused across calls (src/transforms/eager_cache.py).
     Raises:
         TypeError / ValueError from vjp_fn: cotangent structure, shape or dtype mismatch.
     """
     p_leaves, p_tree = tree_util.flatten(primals)
     p_leaves = _as_operands(p_leaves, "vjp")
+    if _eager.applies(fun, p_leaves):
+        return _eager_vjp(fun, p_leaves, p_tree, has_aux)
+    return _vjp(fun, p_leaves, p_tree, has_aux)
+
+
+def _vjp(fun, p_leaves, p_tree, has_aux):
+    """vjp by re-tracing: linearize ``fun`` at these primals now, transpose when asked."""
     out_tree = []
 
     def flat_fun(*tracers):
@@ -169,20 +178,163 @@ def vjp(fun, *primals, has_aux=False):
     o_tree = out_tree[0]
 
     def vjp_fn(cotangents):
-        c_leaves, c_tree = tree_util.flatten(cotangents)
-        if c_tree != o_tree:
-            raise TypeError(f"vjp: cotangent structure {c_tree} does not match the output "
-                            f"structure {o_tree}")
-        c_leaves = _as_operands(c_leaves, "vjp")
-        _check_tangents("vjp (cotangent vs output)", primal_out, c_leaves)
-        c_leaves = [Zero(tangent_aval(p.aval)) if tangent_dtype(p.dtype) == dtypes.float0 else c
-                    for p, c in zip(primal_out, c_leaves)]
+        c_leaves = _cotangent_leaves(cotangents, o_tree, primal_out)
         cts_in = backward_pass(prog, prog.consts, c_leaves)
-        cts_in = [R.instantiate(c) for c in cts_in]
+        cts_in = [_laid_out_like(R.instantiate(c), p) for c, p in zip(cts_in, p_leaves)]
         return tree_util.unflatten(p_tree, cts_in)
 
     out = tree_util.unflatten(o_tree, primal_out)
     return (out, vjp_fn, aux) if has_aux else (out, vjp_fn)
+
+
+def _laid_out_like(ct, primal):
+    """A concrete cotangent with its primal's sharding (as in JAX, the gradient of a sharded
+    parameter is laid out like it, whatever layout the backward pass ended in)."""
+    if type(ct) is Array and isinstance(primal, Array) and type(primal) is not Array:
+        from ..arrays.device import device_put
+        return device_put(ct, primal.sharding)
+    return ct
+
+
+def _cotangent_leaves(cotangents, o_tree, primal_out):
+    """The checked cotangent leaves for outputs ``primal_out`` (Zero for int / bool ones)."""
+    c_leaves, c_tree = tree_util.flatten(cotangents)
+    if c_tree != o_tree:
+        raise TypeError(f"vjp: cotangent structure {c_tree} does not match the output "
+                        f"structure {o_tree}")
+    c_leaves = _as_operands(c_leaves, "vjp")
+    _check_tangents("vjp (cotangent vs output)", primal_out, c_leaves)
+    return [Zero(tangent_aval(p.aval)) if tangent_dtype(p.dtype) == dtypes.float0 else c
+            for p, c in zip(primal_out, c_leaves)]
+
+
+# ---- eager calls that reuse derived programs (src/transforms/eager_cache.py) --------------------
+
+def _recorded_output(op, out, has_aux):
+    """Splits a recorded call's result: (arrays to record: the output leaves, then the traced
+    aux leaves; (structure, the aux leaves passed through as they are))."""
+    aux = None
+    if has_aux:
+        out, aux = _split_aux(op, out)
+    o_leaves, o_tree = tree_util.flatten(out)
+    a_leaves, a_tree = tree_util.flatten(aux)
+    slots = tuple(isinstance(a, Tracer) for a in a_leaves)
+    traced = [operand(o, "linearize") for o in o_leaves] + \
+        [a for a, s in zip(a_leaves, slots) if s]
+    return traced, ((o_tree, len(o_leaves), a_tree, slots), a_leaves)
+
+
+def _rebuild(shape, passed, leaves, has_aux):
+    """(out, aux) pytrees (out alone without has_aux) from recorded leaves and passed aux."""
+    o_tree, n_out, a_tree, slots = shape
+    out = tree_util.unflatten(o_tree, list(leaves[:n_out]))
+    if not has_aux:
+        return out
+    it = iter(leaves[n_out:])
+    aux = tree_util.unflatten(a_tree, [next(it) if s else a for a, s in zip(passed, slots)])
+    return out, aux
+
+
+def _replayed(rec, consts, live, n_in, has_aux):
+    """The recorded function as ``f(*diff_pytrees)`` returning ``out`` / ``(out, aux)``."""
+    fn = rec.function(consts, live)
+    shape, passed = rec.extra
+
+    def f(*args):
+        leaves = tree_util.leaves(args)
+        return _rebuild(shape, passed, fn(*leaves), has_aux)
+    return f
+
+
+def _record(fun, call, leaves, has_aux, op):
+    return _eager.record_call(fun, lambda *t: _recorded_output(op, call(*t), has_aux),
+                              [x.aval for x in leaves], leaves)
+
+
+def _eager_value_and_grad(fun, f_partial, d_leaves, d_tree, has_aux, holomorphic, config):
+    rec = _record(fun, lambda *t: f_partial(*tree_util.unflatten(d_tree, list(t))), d_leaves,
+                  has_aux, "vjp")
+    if rec is None:
+        return _value_and_grad_core(f_partial, d_leaves, d_tree, has_aux, holomorphic)
+    shape = rec.extra[0]
+    n, n_val = len(d_leaves), shape[1] + sum(shape[3])
+
+    def derive():
+        def flat(*xs):
+            f = _replayed(rec, list(xs[n:]), False, n, has_aux)
+            value, grads = _value_and_grad_core(f, list(xs[:n]), d_tree, has_aux, holomorphic)
+            return _value_leaves(value, shape, has_aux) + tree_util.leaves(grads)
+        avals = [x.aval for x in d_leaves] + [c.aval for c in rec.prog.consts]
+        return _eager.Derived([_eager.derive_program(flat, avals)], None)
+
+    entry = _eager.lookup(fun, ("value_and_grad", config, shape), rec, derive)
+    if entry is None:
+        f = _replayed(rec, rec.prog.consts, True, n, has_aux)
+        return _value_and_grad_core(f, d_leaves, d_tree, has_aux, holomorphic)
+    outs = _eager.run(entry, 0, list(d_leaves) + list(rec.prog.consts))
+    value = _rebuild(shape, rec.extra[1], outs[:n_val], has_aux)
+    return value, tree_util.unflatten(d_tree, outs[n_val:])
+
+
+def _value_leaves(value, shape, has_aux):
+    """The recorded leaves of a value_and_grad value (out, then traced aux leaves)."""
+    if not has_aux:
+        return tree_util.leaves(value)
+    out, aux = value
+    return tree_util.leaves(out) + [a for a, s in zip(tree_util.leaves(aux), shape[3]) if s]
+
+
+def _eager_vjp(fun, p_leaves, p_tree, has_aux):
+    rec = _record(fun, lambda *t: fun(*tree_util.unflatten(p_tree, list(t))), p_leaves,
+                  has_aux, "vjp")
+    if rec is None:
+        return _vjp(fun, p_leaves, p_tree, has_aux)
+    shape = rec.extra[0]
+    n, n_out, n_val = len(p_leaves), shape[1], shape[1] + sum(shape[3])
+
+    def derive():
+        lin = []
+
+        def forward(*xs):
+            f = _replayed(rec, list(xs[n:]), False, n, has_aux)
+
+            def flat_fun(*tracers):
+                res = f(*tracers)
+                out, aux = res if has_aux else (res, None)
+                return tree_util.leaves(out), aux
+            primal_out, prog, aux = _linearize_flat(flat_fun, list(xs[:n]))
+            lin.append(prog)
+            value = (primal_out, aux) if has_aux else primal_out
+            return _value_leaves(value, shape, has_aux) + list(prog.consts)
+        avals = [x.aval for x in p_leaves] + [c.aval for c in rec.prog.consts]
+        fwd = _eager.derive_program(forward, avals)
+        prog = lin[0]
+        n_res = len(prog.consts)
+        o_avals = [v.aval for v in fwd.outvars[:n_out]]
+        live = [tangent_dtype(a.dtype) != dtypes.float0 for a in o_avals]
+
+        def backward(*xs):
+            it = iter(xs[n_res:])
+            cts = [next(it) if keep else Zero(tangent_aval(a)) for a, keep in zip(o_avals, live)]
+            return [R.instantiate(c) for c in backward_pass(prog, list(xs[:n_res]), cts)]
+        bwd = _eager.derive_program(backward, [c.aval for c in prog.consts] +
+                                    [tangent_aval(a) for a, k in zip(o_avals, live) if k])
+        return _eager.Derived([fwd, bwd], n_res)
+
+    entry = _eager.lookup(fun, ("vjp", has_aux, shape), rec, derive)
+    if entry is None:
+        return _vjp(_replayed(rec, rec.prog.consts, True, n, has_aux), p_leaves, p_tree, has_aux)
+    outs = _eager.run(entry, 0, list(p_leaves) + list(rec.prog.consts))
+    primal_out, residuals = outs[:n_out], outs[n_val:]
+    value = _rebuild(shape, rec.extra[1], outs[:n_val], has_aux)
+    o_tree = shape[0]
+
+    def vjp_fn(cotangents):
+        c_leaves = _cotangent_leaves(cotangents, o_tree, primal_out)
+        cts = [c for c in c_leaves if type(c) is not Zero]
+        return tree_util.unflatten(p_tree, _eager.run(entry, 1, residuals + cts))
+
+    return (value[0], vjp_fn, value[1]) if has_aux else (value, vjp_fn)
 
 
 def _normalize_argnums(op, argnums, nargs):
@@ -250,32 +402,39 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
     def value_and_grad_f(*args, **kwargs):
         single, d_leaves, d_tree, f_partial = _diff_args("grad", fun, args, kwargs, argnums,
                                                          allow_int, holomorphic)
-        diff_vals = tree_util.unflatten(d_tree, d_leaves)
-        if has_aux:
-            out, vjp_fn, aux = vjp(f_partial, *diff_vals, has_aux=True)
+        if _eager.applies(fun, d_leaves):
+            config = (argnums if single else tuple(argnums), has_aux, holomorphic, allow_int)
+            value, grads = _eager_value_and_grad(fun, f_partial, d_leaves, d_tree, has_aux,
+                                                 holomorphic, config)
         else:
-            out, vjp_fn = vjp(f_partial, *diff_vals)
-        out_leaves = tree_util.leaves(out)
-        if len(out_leaves) != 1 or not hasattr(out_leaves[0], "shape"):
-            raise TypeError(f"grad: the function must return a single scalar array, got "
-                            f"{tree_util.structure(out)}")
-        y = out_leaves[0]
-        if tuple(y.shape) != ():
-            raise TypeError(f"grad: the function must return a scalar (shape ()), got shape "
-                            f"{tuple(y.shape)}; use jacrev / vjp for non-scalar outputs")
-        if dtypes.is_complex(y.dtype) and not holomorphic:
-            raise TypeError("grad: the function returned a complex scalar; use "
-                            "holomorphic=True for holomorphic functions, or return a real value")
-        if not dtypes.is_inexact(y.dtype):
-            raise TypeError(f"grad: the function output has dtype {y.dtype}; it must be a "
-                            "floating scalar")
-        ct = wrap(np.ones((), dtype=y.dtype), False)
-        grads = vjp_fn(tree_util.unflatten(tree_util.structure(out), [ct]))
-        grads = grads[0] if single else tuple(grads)
-        value = (out, aux) if has_aux else out
-        return value, grads
+            value, grads = _value_and_grad_core(f_partial, d_leaves, d_tree, has_aux,
+                                                holomorphic)
+        return value, (grads[0] if single else tuple(grads))
 
     return value_and_grad_f
+
+
+def _value_and_grad_core(f_partial, d_leaves, d_tree, has_aux, holomorphic):
+    """(value, grads) by re-tracing ``f_partial`` (a function of the differentiated pytrees);
+    value is ``out`` or ``(out, aux)``, grads a tuple with one pytree per argnum."""
+    out, vjp_fn, *aux = _vjp(f_partial, d_leaves, d_tree, has_aux)
+    out_leaves = tree_util.leaves(out)
+    if len(out_leaves) != 1 or not hasattr(out_leaves[0], "shape"):
+        raise TypeError(f"grad: the function must return a single scalar array, got "
+                        f"{tree_util.structure(out)}")
+    y = out_leaves[0]
+    if tuple(y.shape) != ():
+        raise TypeError(f"grad: the function must return a scalar (shape ()), got shape "
+                        f"{tuple(y.shape)}; use jacrev / vjp for non-scalar outputs")
+    if dtypes.is_complex(y.dtype) and not holomorphic:
+        raise TypeError("grad: the function returned a complex scalar; use "
+                        "holomorphic=True for holomorphic functions, or return a real value")
+    if not dtypes.is_inexact(y.dtype):
+        raise TypeError(f"grad: the function output has dtype {y.dtype}; it must be a "
+                        "floating scalar")
+    ct = wrap(np.ones((), dtype=y.dtype), False)
+    grads = vjp_fn(tree_util.unflatten(tree_util.structure(out), [ct]))
+    return ((out, aux[0]) if has_aux else out), grads
 
 
 def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):

@@ -36,6 +36,8 @@ class StagingTrace(Trace):
     """Records each primitive as an Equation. Values from outside (concrete Arrays and tracers of
     enclosing transformations) become constvars of the Program; 0-d Arrays become Literals."""
 
+    tracer_type = StagingTracer   # subclasses record with their own tracers
+
     def __init__(self, parent):
         super().__init__(parent)
         self.eqns = []
@@ -44,7 +46,7 @@ class StagingTrace(Trace):
         self.const_list = []
 
     def new_arg(self, aval):
-        return StagingTracer(self, Var(aval))
+        return self.tracer_type(self, Var(aval))
 
     def to_var(self, x):
         if isinstance(x, StagingTracer) and x._trace is self:
@@ -71,8 +73,20 @@ class StagingTrace(Trace):
         outs = out if prim.multiple_results else [out]
         outvars = [Var(a) for a in outs]
         self.eqns.append(Equation(prim, invars, outvars, params))
-        tracers = [StagingTracer(self, v) for v in outvars]
-        return tracers if prim.multiple_results else tracers[0]
+        tracer = self.tracer_type
+        if prim.multiple_results:
+            return [tracer(self, v) for v in outvars]
+        return tracer(self, outvars[0])
+
+    def process_custom_jvp_call(self, fun, jvp, args, symbolic_zeros=False):
+        # recorded, not inlined: a later jvp of this Program (a control-flow body) needs the rule
+        from .custom import custom_jvp_call_p
+        return custom_jvp_call_p.stage(self, fun, args, jvp=jvp, symbolic_zeros=symbolic_zeros)
+
+    def process_custom_vjp_call(self, fun, fwd, bwd, args, out_avals_fn):
+        from .custom import custom_vjp_call_p
+        return custom_vjp_call_p.stage(self, fun, args, fwd=fwd, bwd=bwd,
+                                       out_avals_fn=out_avals_fn)
 
     def check_valid_self(self):
         if not self.valid:

@@ -15,6 +15,7 @@ from ..arrays.ops import rules as R
 from ..core.axis_env import batching_axis, bound_axes, uses_axis_name
 from ..core.primitive import MissingRuleError
 from ..core.trace import Trace, Tracer, new_trace, set_current_trace
+from . import eager_cache as _eager
 
 
 class BatchTracer(Tracer):
@@ -274,27 +275,81 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
                 raise ValueError("vmap: no argument is mapped (all in_axes are None); pass "
                                  "axis_size= to set the batch size")
             size = sizes[0][3]
-        out_tree = []
-
-        def flat_fun(*flat):
-            out = fun(*tree_util.unflatten(treedef, list(flat)))
-            o_leaves, ot = tree_util.flatten(out)
-            out_tree.append((ot, out))
-            return o_leaves
-
+        if _eager.applies(fun, [v for v, d in zip(vals, dims) if d is not None]):
+            done, result = _eager_vmap(fun, treedef, vals, dims, size, axis_name, out_axes)
+            if done:
+                return result
         with new_trace(BatchTrace, size, axis_name) as trace, _bind_name(axis_name, size):
             tracers = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
-            outs = flat_fun(*tracers)
-            ot, out_struct = out_tree[0]
-            try:
-                flat_out_axes = tree_util.broadcast_prefix(out_axes, out_struct)
-            except ValueError as e:
-                raise TypeError(f"vmap: out_axes {out_axes!r} is not a prefix of the output "
-                                f"structure: {e}") from None
-            result = []
-            for o, oa in zip(outs, flat_out_axes):
-                v, d = trace.lift(operand(o, "vmap"))
-                result.append(_to_out_axis(v, d, oa, size))
+            out = fun(*tree_util.unflatten(treedef, tracers))
+            o_leaves, ot = tree_util.flatten(out)
+            result = _batched_outputs(trace, o_leaves, _flat_out_axes(out_axes, out), size)
         return tree_util.unflatten(ot, result)
 
     return vmapped
+
+
+def _flat_out_axes(out_axes, out):
+    try:
+        return tree_util.broadcast_prefix(out_axes, out)
+    except ValueError as e:
+        raise TypeError(f"vmap: out_axes {out_axes!r} is not a prefix of the output "
+                        f"structure: {e}") from None
+
+
+def _batched_outputs(trace, outs, flat_out_axes, size):
+    """Each output of a batched function with its batch axis moved to its out axis."""
+    result = []
+    for o, oa in zip(outs, flat_out_axes):
+        v, d = trace.lift(operand(o, "vmap"))
+        result.append(_to_out_axis(v, d, oa, size))
+    return result
+
+
+def _eager_vmap(fun, treedef, vals, dims, size, axis_name, out_axes):
+    """vmap that records ``fun`` on one example and reuses the batched program
+    (src/transforms/eager_cache.py): (True, result), or (False, None) when the call must be
+    re-traced."""
+    mapped = [i for i, d in enumerate(dims) if d is not None]
+    avals = [_example_aval(vals[i].aval, dims[i]) for i in mapped]
+
+    def body(*tracers):
+        full = list(vals)
+        for i, t in zip(mapped, tracers):
+            full[i] = t
+        with _bind_name(axis_name, size):
+            out = fun(*tree_util.unflatten(treedef, full))
+        o_leaves, ot = tree_util.flatten(out)
+        return ([operand(o, "vmap") for o in o_leaves],
+                (ot, tuple(_flat_out_axes(out_axes, out))))
+
+    rec = _eager.record_call(fun, body, avals, [None] * len(mapped))
+    if rec is None:
+        return False, None
+    ot, flat_axes = rec.extra
+    m_dims = [dims[i] for i in mapped]
+    n = len(mapped)
+
+    def batched(consts, live, xs):
+        with new_trace(BatchTrace, size, axis_name) as trace, _bind_name(axis_name, size):
+            tracers = [BatchTracer(trace, x, d) for x, d in zip(xs, m_dims)]
+            outs = rec.function(consts, live)(*tracers)
+            return _batched_outputs(trace, outs, flat_axes, size)
+
+    def derive():
+        avals_in = [vals[i].aval for i in mapped] + [c.aval for c in rec.prog.consts]
+        prog = _eager.derive_program(lambda *xs: batched(list(xs[n:]), False, xs[:n]), avals_in)
+        return _eager.Derived([prog], None)
+
+    key = ("vmap", tuple(m_dims), size, axis_name, flat_axes, ot)
+    entry = _eager.lookup(fun, key, rec, derive)
+    xs = [vals[i] for i in mapped]
+    if entry is None:
+        result = batched(rec.prog.consts, True, xs)
+    else:
+        result = _eager.run(entry, 0, xs + list(rec.prog.consts))
+    return True, tree_util.unflatten(ot, result)
+
+
+def _example_aval(aval, d):
+    return aval.update(shape=aval.shape[:d] + aval.shape[d + 1:])

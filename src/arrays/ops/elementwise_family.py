@@ -21,12 +21,14 @@ rounds the result back, since NumPy has no native kernels for them.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...core import casting, dtypes
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
-from ...core.trace import EVAL_TRACE, current_trace
+from ...core.trace import EVAL_TRACE, Tracer, current_trace
 from ..array import Array, wrap
 from ..convert import operand
 from .convert_element_type import convert_element_type
@@ -211,6 +213,8 @@ class Elementwise:
                     buf = x._buf
                     if buf.dtype in allowed:
                         return wrap(impl(buf), False if bool_out else x._weak)
+                elif isinstance(x, Tracer) and x.dtype in allowed:
+                    return bind(x)   # promotion would keep it as it is
                 (x,) = promote_operands(name, (x,), domain)
                 return bind(x)
         elif self.nin == 2:
@@ -220,7 +224,8 @@ class Elementwise:
                     t2 = type(x2)
                     if t2 is Array:
                         b2 = x2._buf
-                        if b1.dtype is b2.dtype and x1._weak is x2._weak and b1.dtype in allowed:
+                        if (b1.dtype is b2.dtype and x1._weak is x2._weak and b1.dtype in allowed
+                                and (not x1._weak or _weak_pair_kept(b1.dtype))):
                             try:
                                 out = impl(b1, b2)
                             except ValueError:
@@ -245,6 +250,11 @@ class Elementwise:
                         s = _scalar_same_dtype(b2.dtype, x2._weak, x1)
                         if s is not None:
                             return wrap(impl(s, b2), False if bool_out else x2._weak)
+                elif _traced_pair(x1, x2):
+                    dt, weak = x1.dtype, x1.weak_type
+                    if (dt == x2.dtype and weak == x2.weak_type and dt in allowed
+                            and (not weak or _weak_pair_kept(dt))):
+                        return bind(x1, x2)   # promotion would keep both as they are
                 return bind(*promote_operands(name, (x1, x2), domain))
         else:
             def wrapper(*args):
@@ -255,6 +265,19 @@ class Elementwise:
         wrapper.__doc__ = doc
         wrapper.primitive = prim
         return wrapper
+
+
+@functools.lru_cache(maxsize=None)
+def _weak_pair_kept(dt):
+    """Whether two weak operands of dtype ``dt`` promote to ``dt`` (weak): not for a weak
+    float64 or int8, say, which promote to the default float / int dtype."""
+    return dtypes.result_type((dt, True), (dt, True)) == (dt, True)
+
+
+def _traced_pair(x1, x2):
+    """Both operands are tracers or plain Arrays, and at least one is a tracer."""
+    t1, t2 = isinstance(x1, Tracer), isinstance(x2, Tracer)
+    return (t1 or t2) and (t1 or type(x1) is Array) and (t2 or type(x2) is Array)
 
 
 _FAST_SCALARS = (int, float)

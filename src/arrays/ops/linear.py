@@ -206,8 +206,10 @@ def _dot_operand_ct(ct, y, x_aval, contract, batch, x_is_lhs):
     """Cotangent of operand ``x`` (aval ``x_aval``) given the other operand ``y``.
 
     ``ct`` has dims ``(*batch, *lhs_free, *rhs_free)``. Contracting it with ``y`` over y's free
-    dims (and pairing the batch dims) leaves ``(*batch, *x_free, *x_contracting)`` with the
-    contracting dims in y's axis order; one transpose puts them in x's order."""
+    dims (and pairing the batch dims) leaves x's batch, free and contracting dims (the last in
+    y's axis order). ``ct`` goes first, giving ``(*batch, *x_free, *x_contracting)``, or second,
+    giving ``(*batch, *x_contracting, *x_free)``, whichever is already x's axis order (the
+    weight gradient of ``x @ w`` is ``x^T @ ct``, made in w's layout); else one transpose."""
     if type(ct) is Zero:
         return Zero(tangent_aval(x_aval))
     (xc, yc), (xb, yb) = contract, batch
@@ -216,12 +218,16 @@ def _dot_operand_ct(ct, y, x_aval, contract, batch, x_is_lhs):
     yf = _free_axes(y.ndim, yc, yb)
     nb = len(xb)
     start = nb + len(xf) if x_is_lhs else nb
-    dn = ((tuple(range(start, start + len(yf))), yf), (tuple(range(nb)), yb))
+    ct_axes, ct_batch = tuple(range(start, start + len(yf))), tuple(range(nb))
     if ct.dtype != y.dtype:  # preferred_element_type: contract in the cotangent's dtype
         y = convert_element_type(y, ct.dtype, False)
-    res = _bind(ct, y, dn)
-    src = list(xb) + list(xf) + [xc[yc.index(j)] for j in sorted(yc)]
-    res = _permute(res, tuple(src.index(i) for i in range(nx)))
+    x_contract = [xc[yc.index(j)] for j in sorted(yc)]
+    ct_first = list(xb) + list(xf) + x_contract
+    if ct_first != list(range(nx)) and list(xb) + x_contract + list(xf) == list(range(nx)):
+        res = _bind(y, ct, ((yf, ct_axes), (yb, ct_batch)))
+    else:
+        res = _bind(ct, y, ((ct_axes, yf), (ct_batch, yb)))
+        res = _permute(res, tuple(ct_first.index(i) for i in range(nx)))
     if res.dtype != x_aval.dtype:  # back to the operand's dtype (complex -> real: real part)
         res = convert_element_type(res, x_aval.dtype, False)
     return res

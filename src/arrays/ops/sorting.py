@@ -108,9 +108,11 @@ top_k_p.weak_type = lambda w, *, k: [w, False]
 
 # ---- transformation rules ----------------------------------------------------------------------
 #
-# sort: the tangent is permuted like the values: t gathered along the stable sort order (ties
-#   keep their original order, so each tied output takes the tangent of the entry it came from).
-# top_k: the values' tangent is t gathered at the returned indices (the first index of ties).
+# sort: the tangent is permuted like the values (t gathered along the stable sort order), then
+#   each run of tied outputs shares the mean of its tangents (_tie_averaged): the minimum-norm
+#   subgradient, so median / quantile / max-like uses of sort agree with the reductions.
+# top_k: the same over the whole descending order, then the first k (a tie straddling the k-th
+#   place shares with the entries left out).
 # argsort / searchsorted: integer outputs, zero tangents.
 # Batch rules: the batch axis stays put and ``axis`` is renumbered around it (top_k works on
 #   the last axis, so a batch axis there is moved to the front); searchsorted with a batched

@@ -283,21 +283,31 @@ class InProcessComm:
             acc_dt = accumulation_dtype(x.dtype)
             flat = [s[0].reshape(-1) for s in rv.slots]
             if x.size < _PARALLEL_MIN:
-                out.reshape(-1)[...] = self._reduce(flat, 0, x.size, fn, acc_dt, op, n, x.dtype)
+                self._reduce(out.reshape(-1), flat, 0, x.size, fn, acc_dt, op, n)
             else:
+                # each member reduces one chunk into its own output, then copies it to the others'
                 lo, hi = chunk_bounds(x.size, n, rank)
-                part = self._reduce(flat, lo, hi, fn, acc_dt, op, n, x.dtype)
+                part = self._reduce(out.reshape(-1)[lo:hi], flat, lo, hi, fn, acc_dt, op, n)
                 for _, o in rv.slots:
-                    o.reshape(-1)[lo:hi] = part
+                    if o is not out:
+                        o.reshape(-1)[lo:hi] = part
                 self._wait(rv, devs, "all_reduce")
         return out
 
     @staticmethod
-    def _reduce(flat, lo, hi, fn, acc_dt, op, n, dt):
+    def _reduce(dst, flat, lo, hi, fn, acc_dt, op, n):
+        """Writes the combination of ``flat[i][lo:hi]`` into ``dst``; returns ``dst``."""
+        if acc_dt == dst.dtype and op != "avg":
+            # straight into the output: one pass per operand, no accumulator copy
+            fn(flat[0][lo:hi], flat[1][lo:hi], out=dst)
+            for f in flat[2:]:
+                fn(dst, f[lo:hi], out=dst)
+            return dst
         acc = np.array(flat[0][lo:hi], dtype=acc_dt)
         for f in flat[1:]:
             fn(acc, f[lo:hi], out=acc)
-        return finish_reduce(acc, op, n, dt)
+        dst[...] = finish_reduce(acc, op, n, dst.dtype)
+        return dst
 
     def all_gather(self, ctx, x, axes, axis, tiled):
         devs, _ = ctx.group(axes)

@@ -35,6 +35,7 @@ def constant_folding(prog: Program) -> Program:
         vals = [value(v) for v in invars]
         foldable = (all(x is not None for x in vals) and not eqn.primitive.meta.get("effectful")
                     and eqn.primitive.eager is None   # makes sharded values (shard_map...)
+                    and not eqn.primitive.meta.get("applied")   # call records: no impl
                     and not eqn_is_symbolic(eqn)  # sizes unknown until bind_shapes
                     and all(int(np.prod(v.aval.shape)) <= MAX_FOLD_ELEMENTS
                             for v in eqn.outvars))

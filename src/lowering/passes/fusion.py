@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 
-from ...core.ir import Equation, Literal, Program, Var
+from ...core.ir import Equation, Literal, Program, Var, inline_calls
 from ..fused import fused_kernel_p
 from .dce import dce
 from .util import map_subprograms, with_eqns
@@ -383,36 +383,4 @@ def fold_transposes(prog: Program) -> Program:
 def inline_fused(prog: Program) -> Program:
     """Replaces ``fused_kernel`` equations by the equations of their sub-Programs (so fusion
     can regroup programs that already contain fused kernels, e.g. after a transformation)."""
-    if not any(e.primitive is fused_kernel_p for e in prog.eqns):
-        return prog
-    rename = {}
-    constvars, consts = list(prog.constvars), list(prog.consts)
-    eqns = []
-
-    def r(v):
-        return v if isinstance(v, Literal) else rename.get(v, v)
-
-    for eqn in prog.eqns:
-        if eqn.primitive is not fused_kernel_p:
-            eqns.append(Equation(eqn.primitive, [r(v) for v in eqn.invars], eqn.outvars,
-                                 eqn.params))
-            continue
-        sub = inline_fused(eqn.params["program"])
-        env = {}
-        for v, c in zip(sub.constvars, sub.consts):
-            nv = Var(v.aval)
-            constvars.append(nv)
-            consts.append(c)
-            env[v] = nv
-        for v, a in zip(sub.invars, eqn.invars):
-            env[v] = r(a)
-        for se in sub.eqns:
-            outs = [Var(v.aval) for v in se.outvars]
-            env.update(zip(se.outvars, outs))
-            eqns.append(Equation(se.primitive, [v if isinstance(v, Literal) else env[v]
-                                                for v in se.invars], outs, se.params))
-        for old, new in zip(eqn.outvars, sub.outvars):
-            rename[old] = new if isinstance(new, Literal) else env[new]
-    outvars = [r(v) for v in prog.outvars]
-    out = Program(constvars, consts, prog.invars, eqns, outvars, prog.effects)
-    return out
+    return inline_calls(prog, lambda e: e.primitive is fused_kernel_p)

@@ -1,8 +1,10 @@
 """Algebraic simplification: identities that are exact in IEEE arithmetic.
 
 ``x * 1``, ``1 * x``, ``x / 1`` (real dtypes only: for complex a NaN/inf part spreads), ``x - 0``, ``x + (-0.0)`` (and ``x + 0`` for integers: for floats
-``-0.0 + 0.0`` is ``+0.0``, so that one is not an identity), ``negative(negative(x))``, and
-no-op ``convert_element_type`` / ``reshape`` / ``transpose`` / ``broadcast_in_dim``. A rewrite
+``-0.0 + 0.0`` is ``+0.0``, so that one is not an identity), ``negative(negative(x))``, boolean
+``x & True`` and ``x | False`` (also where the constant is an ``x & False`` / ``x | True``, as the
+JVP rules of max / min / clamp make against a scalar), and no-op ``convert_element_type`` /
+``reshape`` / ``transpose`` / ``broadcast_in_dim``. A rewrite
 only applies when the replacement has the same shape, dtype and weak type.
 
 A real float32/float64 ``dot_general`` that is an outer product (contracting dims of size 1, as
@@ -27,6 +29,25 @@ def _lit_equals(v, value, negzero=None):
     if negzero is not None and a.dtype.kind == "f":
         return bool(a == 0) and bool(np.signbit(a)) == negzero
     return bool(a == value)
+
+
+def _bool_const(v, producers, depth=8):
+    """True / False when bool ``v`` is that constant everywhere (a Literal, ``x & False``,
+    ``x | True``, a broadcast of one), else None."""
+    if isinstance(v, Literal):
+        a = np.asarray(v.val)
+        return bool(a) if a.dtype == np.bool_ and a.ndim == 0 else None
+    eqn = producers.get(v)
+    if eqn is None or depth == 0:
+        return None
+    name = eqn.primitive.name
+    if name == "broadcast_in_dim":
+        return _bool_const(eqn.invars[0], producers, depth - 1)
+    if name in ("logical_and", "logical_or"):
+        absorbing = name == "logical_or"
+        if any(_bool_const(x, producers, depth - 1) is absorbing for x in eqn.invars):
+            return absorbing
+    return None
 
 
 def _same_type(a, b):
@@ -55,6 +76,14 @@ def _rewrite(eqn, producers):
         is_int = out is not None and out.aval.dtype.kind in "iu"
         for x, c in ((ins[0], ins[1]), (ins[1], ins[0])):
             if _lit_equals(c, 0, negzero=None if is_int else True):
+                cand = x
+                break
+    elif name in ("logical_and", "logical_or") and out is not None and \
+            out.aval.dtype == np.bool_:
+        # x & True = x, x | False = x (the absorbing constants are tracked through producers)
+        unit = name == "logical_and"
+        for x, c in ((ins[0], ins[1]), (ins[1], ins[0])):
+            if _bool_const(c, producers) is unit:
                 cand = x
                 break
     elif name == "negative":

@@ -30,7 +30,7 @@ from ...core.ad_util import Zero, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.ir import Program, Var
 from ...core.primitive import Primitive
-from ...core.trace import set_current_trace
+from ...core.trace import ConcretizationError, set_current_trace
 from ..stage import trace_to_program
 from . import programs as P
 from . import sharding as CS
@@ -164,7 +164,10 @@ def _static_trip_bound(cond_k, known, cc, k_bc, k_carry, cap):
         elif isinstance(count, JVPTracer):
             count = count.primal
         else:
-            return None
+            try:   # the recording of an eager cached transformation computes it on demand
+                count = count.to_concrete()
+            except ConcretizationError:
+                return None
 
 
 def _record_eager(cond_k, known, cc, k_bc, k_carry, res_avals, cap):
