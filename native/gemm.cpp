@@ -121,30 +121,47 @@ Desc parse(const int64_t* d) {
 }
 
 // Rows [r0, r1) x columns [c0, c1) of the product on this thread; row r at c + (r - cr) * ldc.
+// The batch entries are walked with an odometer over the loop dims (no division per entry: a
+// batch of tiny products spends most of its time outside the kernels otherwise).
 template <class T>
 void serial(const Desc& d, const T* a, const T* b, T* c, int64_t ldc, int64_t cr, int64_t r0,
             int64_t r1, int64_t c0, int64_t c1) {
   const TileFn<T> tile = tile_fn<T>();
+  int64_t batch = r0 / d.M, i0 = r0 % d.M;
+  int64_t idx[kMaxLoops];
+  int64_t oa = 0, ob = 0, q = batch;
+  for (int l = d.nloop - 1; l >= 0; --l) {
+    idx[l] = q % d.size[l];
+    q /= d.size[l];
+    oa += idx[l] * d.sa[l];
+    ob += idx[l] * d.sb[l];
+  }
+  const T* bc = b + c0 * d.sbn;
   int64_t r = r0;
   while (r < r1) {
-    const int64_t batch = r / d.M, i0 = r % d.M;
     const int64_t i1 = std::min(d.M, i0 + (r1 - r));
-    int64_t oa = 0, ob = 0, q = batch;
-    for (int l = d.nloop - 1; l >= 0; --l) {
-      const int64_t idx = q % d.size[l];
-      q /= d.size[l];
-      oa += idx * d.sa[l];
-      ob += idx * d.sb[l];
-    }
-    tile(i1 - i0, c1 - c0, d.K, a + oa + i0 * d.sam, d.sam, d.sak, b + ob + c0 * d.sbn, d.sbk,
-         d.sbn, c + (r - cr) * ldc + c0, ldc);
+    tile(i1 - i0, c1 - c0, d.K, a + oa + i0 * d.sam, d.sam, d.sak, bc + ob, d.sbk, d.sbn,
+         c + (r - cr) * ldc + c0, ldc);
     r += i1 - i0;
+    i0 = 0;
+    for (int l = d.nloop - 1; l >= 0; --l) {   // next batch entry
+      oa += d.sa[l];
+      ob += d.sb[l];
+      if (++idx[l] < d.size[l]) break;
+      oa -= d.size[l] * d.sa[l];
+      ob -= d.size[l] * d.sb[l];
+      idx[l] = 0;
+    }
   }
 }
 
-// Multiply-adds per pool task: below ~2x this a product runs on the calling thread (waking a
-// helper costs microseconds; a task of 2^18 multiply-adds takes about 5 us at 50 G/s).
-constexpr double kTaskWork = double(1 << 18);
+// Multiply-adds per pool task at least: below ~2x this a product runs on the calling thread
+// (waking a helper costs microseconds; 2^20 multiply-adds take about 20 us at 50 G/s).
+constexpr double kTaskWork = double(1 << 20);
+// Tiles: columns per tile at most (the tile's panel of B, kKC x this, stays in L2) and rows per
+// tile at least (each packed or loaded panel of B serves that many rows).
+constexpr int64_t kTileCols = 512;
+constexpr int64_t kTileRows = 32;
 
 }  // namespace
 
@@ -169,23 +186,31 @@ void rows(const int64_t* desc, const T* a, const T* b, T* c, int64_t ldc, int64_
     serial(d, a, b, c, ldc, r0, r0, r1, 0, d.N);
     return;
   }
-  // Tiles: enough for the threads to balance (4 per thread), none below kTaskWork. Rows are
-  // split first (each tile reads B in place) unless B has to be packed (not row-contiguous):
-  // then columns, so that every column panel of B is packed once.
+  // Tiles: about 2 per thread (a helper that starts late finds the rest taken, one that is
+  // descheduled holds back one tile), each at least kTaskWork and as large as that allows: rows
+  // are split while tiles have more rows than columns, columns otherwise (B has to be packed:
+  // columns first, each column panel of B is then packed once); tiles wider than kTileCols
+  // are split first.
   const Isa& isa = isa_info();
   const int64_t mr = isa.mr;
   const int64_t nr = int64_t(isa.vbytes / sizeof(T)) * isa.nvmax;
   const int64_t want = std::max<int64_t>(
-      1, std::min<int64_t>(int64_t(threads) * 4, int64_t(work / kTaskWork)));
-  const int64_t max_rt = std::max<int64_t>(1, R / (2 * mr));
-  const int64_t max_ct = std::max<int64_t>(1, d.N / (2 * nr));
-  int64_t rt, ct;
-  if (d.sbn == 1) {
-    rt = std::min(want, max_rt);
-    ct = std::min(max_ct, std::max<int64_t>(1, want / rt));
-  } else {
-    ct = std::min(want, max_ct);
-    rt = std::min(max_rt, std::max<int64_t>(1, want / ct));
+      1, std::min<int64_t>(int64_t(threads) * 2, int64_t(work / kTaskWork)));
+  int64_t rt = 1, ct = std::max<int64_t>(1, (d.N + kTileCols - 1) / kTileCols);
+  while (rt * ct < want) {
+    const bool can_r = R / (rt + 1) >= kTileRows;
+    const bool can_c = d.N / (ct + 1) >= 2 * nr;
+    if (!can_r && !can_c) break;
+    const bool rows_first = d.sbn == 1 ? R / rt >= d.N / ct : !can_c;
+    if (can_r && (rows_first || !can_c)) {
+      ++rt;
+    } else {
+      ++ct;
+    }
+  }
+  if (rt * ct <= 1) {
+    serial(d, a, b, c, ldc, r0, r0, r1, 0, d.N);
+    return;
   }
   const int64_t rchunk = ((R + rt - 1) / rt + mr - 1) / mr * mr;
   const int64_t cchunk = ((d.N + ct - 1) / ct + nr - 1) / nr * nr;
