@@ -239,12 +239,15 @@ def compiled(_cache_dir):
 @contextlib.contextmanager
 def tiny_blocks():
     """Blocks of ~2 KiB (a few rows each), whatever the size of the product."""
-    old = cpp_gemm.BLOCK_BYTES, cpp_gemm.MIN_ROWS, cpp_gemm.PARALLEL_WORK
-    cpp_gemm.BLOCK_BYTES, cpp_gemm.MIN_ROWS, cpp_gemm.PARALLEL_WORK = 2048, 1, 0
+    names = ("BLOCKED_BYTES", "BLOCK_BYTES", "MIN_ROWS", "PARALLEL_WORK")
+    old = [getattr(cpp_gemm, n) for n in names]
+    for n, v in zip(names, (0, 2048, 1, 0)):
+        setattr(cpp_gemm, n, v)
     try:
         yield
     finally:
-        cpp_gemm.BLOCK_BYTES, cpp_gemm.MIN_ROWS, cpp_gemm.PARALLEL_WORK = old
+        for n, v in zip(names, old):
+            setattr(cpp_gemm, n, v)
 
 
 @pytest.fixture(scope="module")
@@ -402,6 +405,7 @@ def test_threads_share_a_kernel(monkeypatch):
     monkeypatch.setattr(cpp_gemm, "BLOCK_BYTES", 64 << 10)   # 18 rows: 17 blocks per call
     monkeypatch.setattr(cpp_gemm, "MIN_ROWS", 1)
     monkeypatch.setattr(cpp_gemm, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpp_gemm, "BLOCKED_BYTES", 0)
     x, w, b = rand(300, 64), rand(64, 900), rand(900)
     st_f = st.compile(lambda x, w, b: snp.maximum(x @ w + b, 0.0), backend="cpp")
     args = [snp.asarray(a) for a in (x, w, b)]
@@ -470,11 +474,13 @@ def test_pass_placement_and_refusal():
 
 
 def test_block_rows(monkeypatch):
-    """Blocks hold at most BLOCK_BYTES, number at least 4 per pool thread (8 at least) when the
-    product is worth threads, and are whole micro-tiles (multiples of 8 rows); an epilogue
-    reducing over rows, or a small product, gets one block."""
+    """Blocks hold at most BLOCK_BYTES, number about 2 per pool thread when the product is
+    worth threads, have MIN_ROWS rows at least and are whole micro-tiles (multiples of 8 rows);
+    an epilogue reducing over rows, or a small product, gets one block."""
     monkeypatch.setattr(cpp_gemm, "BLOCK_BYTES", 4096 * 4)
+    monkeypatch.setattr(cpp_gemm, "BLOCKED_BYTES", 0)
     monkeypatch.setattr(cpp_gemm, "PARALLEL_WORK", 1 << 10)
+    monkeypatch.setattr(cpp_gemm, "MIN_ROWS", 8)
     monkeypatch.setattr(cpp_gemm._threads, "pool_size", lambda: 2)
 
     def plan(R, N, K=64, dt=np.float32):
@@ -482,10 +488,16 @@ def test_block_rows(monkeypatch):
     assert cpp_gemm.block_rows(plan(16, 256), True) == 16            # reduces rows: one block
     assert cpp_gemm.block_rows(plan(4, 4, 4), False) == 4            # too small for threads
     assert cpp_gemm.block_rows(plan(512, 256), False) == 16          # 16 KiB blocks
-    assert cpp_gemm.block_rows(plan(256, 16), False) == 32           # 8 blocks (4 x 2 threads)
-    assert cpp_gemm.block_rows(plan(100, 16), False) == 16           # 13 -> a multiple of 8
+    assert cpp_gemm.block_rows(plan(256, 16), False) == 64           # 4 blocks (2 x 2 threads)
+    assert cpp_gemm.block_rows(plan(100, 16), False) == 32           # 25 -> a multiple of 8
     assert cpp_gemm.block_rows(plan(100, 128, dt=np.float64), False) == 16
     assert cpp_gemm.block_rows(plan(100, 4096), False) == 8          # at least MIN_ROWS
+    monkeypatch.setattr(cpp_gemm, "MIN_ROWS", 64)
+    assert cpp_gemm.block_rows(plan(100, 4096), False) == 64
+    assert cpp_gemm.block_rows(plan(60, 4096), False) == 60          # one block
+    monkeypatch.setattr(cpp_gemm, "BLOCKED_BYTES", 1 << 20)
+    assert cpp_gemm.block_rows(plan(256, 1024), False) == 256        # 1 MiB: one block
+    assert cpp_gemm.block_rows(plan(257, 1024), False) == 64
 
 
 def test_epilogue_threads_only_with_one_block(monkeypatch):
@@ -504,6 +516,7 @@ def test_epilogue_threads_only_with_one_block(monkeypatch):
     epilogue, driver = one.split('extern "C" void k(')
     assert "st_par(" in epilogue and "_tail" not in one and "st_par(" not in driver
     monkeypatch.setattr(cpp_gemm, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpp_gemm, "BLOCKED_BYTES", 0)
     monkeypatch.setattr(cpp_gemm, "BLOCK_BYTES", 64 << 10)
     several = cpp_gemm.render(eqn.params["program"], "k").source
     epilogue, driver = several.split('extern "C" void k(')
