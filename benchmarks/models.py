@@ -28,6 +28,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -403,10 +404,17 @@ def worker(lib, case):
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         k = int(line)
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_seconds(), time.perf_counter()
         for _ in range(k):
             run()
-        print(json.dumps({"seconds": (time.perf_counter() - t0) / k}), flush=True)
+        print(json.dumps({"seconds": (time.perf_counter() - t0) / k,
+                          "cpu": (_cpu_seconds() - c0) / k}), flush=True)
+
+
+def _cpu_seconds():
+    """CPU time of this process, all its threads (user + system)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 # ---- driver ------------------------------------------------------------------------------------
@@ -427,11 +435,12 @@ def _available(lib):
 
 
 class Worker:
-    def __init__(self, lib, case):
+    def __init__(self, lib, case, env=None):
         self.lib, self.case = lib, case
+        self.cpu = []
         self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", lib,
                                    case], text=True, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE)
+                                  stdout=subprocess.PIPE, env=env)
         line = self.p.stdout.readline()
         if not line:
             self.p.wait()
@@ -441,11 +450,14 @@ class Worker:
     def time(self, k):
         self.p.stdin.write(f"{k}\n")
         self.p.stdin.flush()
-        return json.loads(self.p.stdout.readline())["seconds"]
+        r = json.loads(self.p.stdout.readline())
+        self.cpu.append(r["cpu"])
+        return r["seconds"]
 
     def calibrate(self, target):
         s = self.time(1)
         self.reps = max(1, int(target / max(s, 1e-7)))
+        self.cpu.clear()
 
     def close(self):
         self.p.stdin.close()
@@ -476,8 +488,9 @@ def measure(workers, rounds):
     return times
 
 
-def report(title, times, unit, scale, target=None):
-    """Prints median and best per contender, ratios against Starling (compile)."""
+def report(title, times, unit, scale, target=None, cpu=None):
+    """Prints median and best per contender, ratios against Starling (compile), and the median
+    CPU time per call (all threads of the process: what the call costs a busy machine)."""
     print(f"\n{title}")
     base = times.get("starling")
     for lib, ts in times.items():
@@ -487,8 +500,9 @@ def report(title, times, unit, scale, target=None):
             r = med / statistics.median(base)
             rb = best / min(base)
             ratio = f"  starling {r:5.2f}x (best {rb:5.2f}x)"
+        c = f"  cpu {statistics.median(cpu[lib]) * scale:9.3f}" if cpu and cpu.get(lib) else ""
         print(f"  {LABELS[lib]:18s} median {med * scale:9.3f} {unit}  best {best * scale:9.3f} "
-              f"{unit}{ratio}")
+              f"{unit}{c}{ratio}")
     if target:
         print(f"  target: {target}")
 
@@ -510,17 +524,15 @@ def run_case(case, rounds, round_time):
     finally:
         for w in workers.values():
             w.close()
-    if case == "transformer":
-        report("transformer block fwd+bwd (B 8, T 128, d 256, 4 heads, MLP 1024)", times, "ms",
-               1e3, ">= 1.2x the faster of jax.jit and torch.compile")
-    elif case == "mlp":
-        report("MLP 784-512-512-10 training step, batch 128", times, "ms", 1e3,
-               ">= 1.2x jax.jit")
-    elif case == "rnn":
-        report("scan RNN grad (seq 200, hidden 256, batch 32)", times, "ms", 1e3,
-               ">= 1.2x jax.jit")
-    else:
-        report("bmm 1000 x (16x16 @ 16x16)", times, "us", 1e6, "<= torch.bmm (torch eager)")
+    cpu = {lib: w.cpu for lib, w in workers.items()}
+    title, unit, scale, target = {
+        "transformer": ("transformer block fwd+bwd (B 8, T 128, d 256, 4 heads, MLP 1024)",
+                        "ms", 1e3, ">= 1.2x the faster of jax.jit and torch.compile"),
+        "mlp": ("MLP 784-512-512-10 training step, batch 128", "ms", 1e3, ">= 1.2x jax.jit"),
+        "rnn": ("scan RNN grad (seq 200, hidden 256, batch 32)", "ms", 1e3, ">= 1.2x jax.jit"),
+        "bmm": ("bmm 1000 x (16x16 @ 16x16)", "us", 1e6, "<= torch.bmm (torch eager)"),
+    }[case]
+    report(title, times, unit, scale, target, cpu)
 
 
 def run_load(rounds, round_time, load_seconds):
