@@ -2,7 +2,9 @@
 #include "gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "pool.h"  // (before the kernels: they take their packing buffers from pool::scratch)
 
@@ -66,10 +68,16 @@ struct Isa {
   int nvmax;        // vectors per micro-tile row
 };
 
+// The best set the CPU supports, at most the one named by STARLING_GEMM_ISA ("avx512", "avx2",
+// "generic"; another value is ignored): the tests run every kernel set on one machine, and a
+// user can rule out a set (e.g. to compare results with a machine that lacks it).
 Isa pick_isa() {
 #ifdef ST_GEMM_X86
+  const char* env = std::getenv("STARLING_GEMM_ISA");
+  const std::string cap = env ? env : "";
+  if (cap == "generic") return {"generic", gemm_base::tile_f32, gemm_base::tile_f64, 4, 16, 3};
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+  if (cap != "avx2" && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")) {
     return {"avx512", gemm_avx512::tile_f32, gemm_avx512::tile_f64, 8, 64, 3};
   }

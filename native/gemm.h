@@ -16,9 +16,10 @@
 //
 // Kernels: packed register-blocked micro-kernels (MR rows x NV vectors of C held in registers,
 // rank-1 updates from broadcast A values and rows of B), compiled for AVX-512, AVX2+FMA and
-// baseline x86-64, the best chosen at run time. Operands are read directly when their layout
-// allows it (rows of B contiguous, A's rows or columns contiguous) and packed into thread-local
-// panels otherwise, so a transposed operand costs a pass of packing, not a copy of the array.
+// baseline x86-64, the best chosen at run time (env STARLING_GEMM_ISA caps it: "avx2",
+// "generic"). Operands are read directly when their layout allows it (rows of B contiguous,
+// A's rows or columns contiguous) and packed into thread-local panels otherwise, so a
+// transposed operand costs a pass of packing, not a copy of the array.
 // Blocking after Goto and van de Geijn, "Anatomy of high-performance matrix multiplication"
 // (ACM TOMS 34(3), 2008) and the BLIS framework (Van Zee and van de Geijn, ACM TOMS 41(3), 2015).
 //

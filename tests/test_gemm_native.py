@@ -381,3 +381,161 @@ def test_device_threads_get_their_share():
     assert len(shares) == 2
     n = st.local_device_count()
     assert all(s == max(1, 4 // n) for s in shares), (shares, n)
+
+
+# ---- hard inputs: sizes around the kernels' blocking, any strides, integers, every ISA ----------
+
+# Around the micro-tile rows (4 / 6 / 8), vector widths and micro-tile columns (4 .. 48), the
+# row block (64 .. 128), the packing thresholds (64 rows, 96 columns) and the contraction block
+# (256).
+EDGES = [0, 1, 2, 5, 7, 8, 9, 15, 16, 17, 23, 24, 25, 47, 48, 49, 63, 64, 65, 95, 96, 97, 129]
+K_EDGES = [0, 1, 3, 8, 255, 256, 257]
+STEPS = [1, 2, -1, -3]
+
+
+def _strided(shape, dt, steps, perm, ints=False):
+    """An array of ``shape`` whose axis i reads every ``steps[i]``-th element (negative:
+    backwards) of a buffer stored with its axes in the order ``perm``."""
+    full = [abs(s) * n for s, n in zip(steps, shape)]
+    stored = [full[p] for p in perm]
+    vals = RNG.integers(-4, 5, stored) if ints else RNG.standard_normal(stored)
+    base = vals.astype(dt).transpose(np.argsort(perm))
+    view = base[tuple(slice(None, None, s) for s in steps)]
+    return view[tuple(slice(0, n) for n in shape)]
+
+
+def _check_product(a, b, dn, dt, ints):
+    got = _native_product(a, b, dn)
+    want = _ref(a, b, dn)
+    assert got.shape == want.shape and got.dtype == dt
+    if ints:
+        # integer entries of magnitude <= 4, K <= 257: every partial sum is exact in float32
+        np.testing.assert_array_equal(got, want)
+    else:
+        _close(got, want, dt, a.shape[dn[0][0][0]])
+
+
+@settings(max_examples=120, deadline=None)
+@given(hs.data())
+def test_hard_shapes_and_strides(data):
+    """Sizes around every blocking boundary, operands read through positive, negative and
+    non-unit strides in any storage order, with and without a batch dim: against float64 einsum
+    (exactly, for small-integer operands)."""
+    dt = data.draw(hs.sampled_from([np.float32, np.float64]))
+    ints = data.draw(hs.booleans())
+    m, n = data.draw(hs.sampled_from(EDGES)), data.draw(hs.sampled_from(EDGES + [513]))
+    k = data.draw(hs.sampled_from(K_EDGES))
+    batch = data.draw(hs.sampled_from([(), (1,), (3,)]))
+    nb = len(batch)
+    ashape, bshape = batch + (m, k), batch + (k, n)
+    a = _strided(ashape, dt, data.draw(hs.lists(hs.sampled_from(STEPS), min_size=nb + 2,
+                                                max_size=nb + 2)),
+                 data.draw(hs.permutations(range(nb + 2))), ints)
+    b = _strided(bshape, dt, data.draw(hs.lists(hs.sampled_from(STEPS), min_size=nb + 2,
+                                                max_size=nb + 2)),
+                 data.draw(hs.permutations(range(nb + 2))), ints)
+    dn = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+    _check_product(a, b, dn, dt, ints)
+
+
+@settings(max_examples=12, deadline=None)
+@given(hs.data())
+def test_thread_count_never_changes_a_bit(data):
+    """Products large enough to be split into tiles (by rows, columns, and rows starting inside
+    a batch entry) are bit-identical on 1, 2 and 3 pool threads."""
+    dt = data.draw(hs.sampled_from([np.float32, np.float64]))
+    m = data.draw(hs.sampled_from([33, 65, 130, 300]))
+    n = data.draw(hs.sampled_from([47, 97, 513, 1100]))
+    k = data.draw(hs.sampled_from([64, 257, 300]))
+    batch = data.draw(hs.sampled_from([(), (3,), (2, 2)]))
+    nb = len(batch)
+    a = _strided(batch + (m, k), dt, [1] * nb + data.draw(hs.sampled_from([[1, 1], [2, -1]])),
+                 data.draw(hs.permutations(range(nb + 2))))
+    b = _strided(batch + (k, n), dt, [1] * (nb + 2), data.draw(hs.permutations(range(nb + 2))))
+    dn = (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb))))
+    old = threads.pool_size()
+    outs = []
+    try:
+        for t in (1, 2, 3):
+            threads.set_pool_size(t)
+            outs.append(_native_product(a, b, dn))
+    finally:
+        threads.set_pool_size(old)
+    for o in outs[1:]:
+        np.testing.assert_array_equal(o, outs[0])
+    _close(outs[0], a.astype(np.float64) @ b.astype(np.float64), dt, k)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("mkn", [(9, 20, 17), (65, 300, 97)])
+def test_nonfinite_entries_follow_ieee(dt, mkn):
+    """inf * 0 and inf - inf give NaN, inf + finite stays inf with its sign, whatever row or
+    column the non-finite entry lands in (edges of micro-tiles included)."""
+    m, k, n = mkn
+    a = RNG.standard_normal((m, k)).astype(dt)
+    b = RNG.standard_normal((k, n)).astype(dt)
+    a[0, 0], a[m - 1, k - 1], a[m // 2, 3] = np.inf, -np.inf, np.nan
+    a[2, 0] = a[2, 1] = np.inf
+    a[1, :] = 0.0
+    b[0, n - 1] = 0.0                       # inf * 0 in (0, n - 1)
+    b[k - 1, :] = np.abs(b[k - 1, :]) + 1   # -inf * positive: row m - 1 is -inf
+    b[0, 5], b[1, 5] = 1.0, -1.0            # inf - inf in (2, 5)
+    b[3, 7] = np.inf                        # 0 * inf in (1, 7)
+    dn = (((1,), (0,)), ((), ()))
+    got = _native_product(a, b, dn)
+    want = _ref(a, b, dn)
+    for mask in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(mask(got), mask(want))
+    assert np.isnan(got[0, n - 1]) and np.isnan(got[2, 5]) and np.isnan(got[1, 7])
+    assert np.isneginf(got[m - 1, 0])
+    fin = np.isfinite(want)
+    _close(got[fin], want[fin], dt, k)
+
+
+_ISA_SWEEP = """
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+import test_gemm_native as t
+from starling import _native
+from starling.lowering.runtime import threads
+fails = []
+for dt in (np.float32, np.float64):
+    for m, n, k in [(1, 1, 1), (5, 23, 3), (7, 49, 257), (65, 97, 256), (129, 513, 9), (0, 4, 3),
+                    (3, 0, 2), (4, 5, 0), (8, 48, 255)]:
+        for steps in ([1, 1], [2, -1], [-1, -3]):
+            for perm in ([0, 1], [1, 0]):
+                for ints in (False, True):
+                    a = t._strided((m, k), dt, steps, perm, ints)
+                    b = t._strided((k, n), dt, steps[::-1], perm[::-1], ints)
+                    try:
+                        t._check_product(a, b, (((1,), (0,)), ((), ())), dt, ints)
+                    except AssertionError as e:
+                        fails.append(f"{dt.__name__} {m}x{k}@{k}x{n} {steps} {perm} {ints}: {e}")
+a = t._strided((3, 130, 300), np.float32, [1, 2, -1], [2, 0, 1])
+b = t._strided((3, 300, 600), np.float32, [1, 1, 1], [0, 1, 2])
+outs = []
+for n in (1, 2, 3):
+    threads.set_pool_size(n)
+    outs.append(t._native_product(a, b, (((2,), (1,)), ((0,), (0,)))))
+if not all(np.array_equal(o, outs[0]) for o in outs):
+    fails.append("results depend on the thread count")
+print(json.dumps({"isa": _native.gemm_isa(), "fails": fails[:5]}))
+"""
+
+
+@pytest.mark.parametrize("isa", ["avx2", "generic"])
+def test_every_instruction_set(isa):
+    """The AVX2 and baseline kernels (which this machine would not pick if it has AVX-512),
+    selected with STARLING_GEMM_ISA in a fresh process, on hard shapes and strides."""
+    import json
+    import subprocess
+    import sys
+    if isa == "avx2" and _native.gemm_isa() == "generic":
+        pytest.skip("CPU without AVX2")
+    env = dict(os.environ, STARLING_GEMM_ISA=isa)
+    r = subprocess.run([sys.executable, "-c", _ISA_SWEEP, os.path.dirname(__file__)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out["isa"] == isa and not out["fails"], out
