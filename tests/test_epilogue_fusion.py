@@ -536,3 +536,47 @@ def test_refused_fused_matmul_is_inlined(compiled):
     check_program(plain)
     assert_close(eval_program(plain, plain.consts, *xs), ref)
     assert epilogue_fusion(prog, lambda p: True) is prog
+
+
+def test_results_do_not_depend_on_the_thread_count(monkeypatch):
+    """A compiled step with blocked products and epilogues (forward), column sums of a product
+    (bias gradient), a weight-gradient contraction over (batch, time) and a full sum, each
+    compiled afresh and run with 1, 2 and 3 pool threads (the blocks, GEMM tiles and reduction
+    chunks then differ; small thresholds make every part parallel): bit-identical results,
+    close to float64 NumPy."""
+    from starling.lowering.backends import cpp_codegen
+    from starling.lowering.runtime import threads as _threads
+    for name, value in (("BLOCKED_BYTES", 0), ("BLOCK_BYTES", 16 << 10), ("PARALLEL_WORK", 0),
+                        ("MIN_ROWS", 8)):
+        monkeypatch.setattr(cpp_gemm, name, value)
+    monkeypatch.setattr(cpp_codegen, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpp_codegen, "CHUNK_WORK", 1 << 10)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((4, 96, 200)).astype(np.float32)
+    w = (rng.standard_normal((200, 300)) * 0.1).astype(np.float32)
+    b = rng.standard_normal(300).astype(np.float32)
+
+    def step(x, w, b):
+        h = snp.tanh(x @ w + b)                        # (4, 96, 300)
+        gb = h.sum(axis=(0, 1))                        # column sums
+        gw = snp.einsum("btd,bth->dh", x, h)           # contraction over (b, t)
+        return h, gb, gw, (h * h).sum()
+
+    args = [snp.asarray(a) for a in (x, w, b)]
+    old = _threads.pool_size()
+    outs = []
+    try:
+        for n in (1, 2, 3):
+            _threads.set_pool_size(n)
+            f = st.compile(lambda x, w, b: step(x, w, b), backend="cpp")
+            outs.append([np.asarray(o) for o in f(*args)])
+    finally:
+        _threads.set_pool_size(old)
+    for o in outs[1:]:
+        for got, want in zip(o, outs[0]):
+            np.testing.assert_array_equal(got, want)
+    h = np.tanh(x.astype(np.float64) @ w + b)
+    ref = [h, h.sum(axis=(0, 1)), np.einsum("btd,bth->dh", x.astype(np.float64), h),
+           (h * h).sum()]
+    for got, want in zip(outs[0], ref):
+        np.testing.assert_allclose(got, want, rtol=2e-4, atol=2e-4 * np.abs(want).max())

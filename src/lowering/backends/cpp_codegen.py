@@ -23,8 +23,8 @@ contiguously (so most kernels become one flat loop, or rows x columns with a bia
 
 Parallelism (``st_par``: chunks on Starling's thread pool, native/pool.cpp) is switched on only
 when the estimated work (elements x cost units) exceeds ``PARALLEL_WORK`` (env
-``STARLING_CPP_PARALLEL_WORK``, default 2**21, about 1 ms of work): waking threads costs
-microseconds. float32 sums and products accumulate in double.
+``STARLING_CPP_PARALLEL_WORK``, default 2**18): waking threads costs microseconds. float32 sums
+and products accumulate in double.
 
 Under dynamic shapes sizes and strides may be symbolic (DimExprs): the kernel reads its shape
 variables from the launcher's sizes array and the same structures are emitted with C expressions
