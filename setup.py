@@ -10,7 +10,7 @@ packages = ["starling"] + ["starling." + name for name in find_packages("src")]
 ext_modules = [
     Pybind11Extension(
         "starling._native",
-        sources=["native/module.cpp", "native/philox.cpp"],
+        sources=["native/module.cpp", "native/philox.cpp", "native/pool.cpp", "native/gemm.cpp"],
         include_dirs=["native"],
         cxx_std=17,
         extra_compile_args=["-O3", "-pthread"],

@@ -3,11 +3,14 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <thread>
+#include <vector>
 
+#include "gemm.h"
 #include "philox.h"
+#include "pool.h"
 
 namespace py = pybind11;
 
@@ -49,9 +52,7 @@ py::array_t<uint32_t> philox_stream(U32Array keys, int64_t n_words, int64_t tag,
     throw py::value_error("philox4x32_10_stream: tag must be in [0, 2**32), got " +
                           std::to_string(tag));
   }
-  if (threads <= 0) {
-    threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
+  if (threads <= 0) threads = starling::pool::thread_share();
   const int64_t m = keys.shape(0);
   py::array_t<uint32_t> out({m, n_words});
   {
@@ -60,6 +61,87 @@ py::array_t<uint32_t> philox_stream(U32Array keys, int64_t n_words, int64_t tag,
                                    n_words, threads);
   }
   return out;
+}
+
+// Lowest and highest element offsets an access with these sizes / strides reaches.
+void extent(const std::vector<std::pair<int64_t, int64_t>>& dims, int64_t* lo, int64_t* hi) {
+  *lo = 0;
+  *hi = 0;
+  for (const auto& d : dims) {
+    if (d.first <= 0) continue;
+    const int64_t reach = (d.first - 1) * d.second;
+    if (reach < 0) *lo += reach; else *hi += reach;
+  }
+}
+
+// The GEMM of `desc` (gemm.h) on a and b into out (C-contiguous rows x N). Every element the
+// descriptor reaches is checked to lie inside the arrays, so a wrong descriptor is a ValueError,
+// never a stray read.
+template <class T>
+void gemm_typed(py::array a, py::array b, py::array out, const int64_t* desc, size_t ndesc) {
+  using starling::gemm::kDescFixed;
+  using starling::gemm::kMaxLoops;
+  if (ndesc < static_cast<size_t>(kDescFixed) || desc[7] < 0 || desc[7] > kMaxLoops ||
+      ndesc != static_cast<size_t>(kDescFixed + 3 * desc[7])) {
+    throw py::value_error("gemm: malformed descriptor");
+  }
+  const int64_t M = desc[0], N = desc[1], K = desc[2], nloop = desc[7];
+  if (M < 0 || N < 0 || K < 0) throw py::value_error("gemm: negative size in descriptor");
+  int64_t rows = M;
+  std::vector<std::pair<int64_t, int64_t>> da{{M, desc[3]}, {K, desc[4]}},
+      db{{K, desc[5]}, {N, desc[6]}};
+  for (int64_t l = 0; l < nloop; ++l) {
+    const int64_t size = desc[kDescFixed + 3 * l];
+    if (size < 0) throw py::value_error("gemm: negative loop size in descriptor");
+    rows *= size;
+    da.push_back({size, desc[kDescFixed + 3 * l + 1]});
+    db.push_back({size, desc[kDescFixed + 3 * l + 2]});
+  }
+  if (!(out.flags() & py::array::c_style) || !out.writeable() || out.size() != rows * N) {
+    throw py::value_error("gemm: out must be a writeable C-contiguous array of rows x N elements");
+  }
+  if (rows == 0 || N == 0) return;
+  // the memory each operand's own shape and strides reach, in elements
+  auto own = [](const py::array& x, int64_t* lo, int64_t* hi) {
+    std::vector<std::pair<int64_t, int64_t>> dims;
+    for (py::ssize_t i = 0; i < x.ndim(); ++i) {
+      if (x.strides(i) % static_cast<py::ssize_t>(sizeof(T)) != 0) {
+        throw py::value_error("gemm: operand strides are not multiples of the item size");
+      }
+      dims.push_back({x.shape(i), x.strides(i) / static_cast<py::ssize_t>(sizeof(T))});
+    }
+    extent(dims, lo, hi);
+  };
+  int64_t lo, hi, olo, ohi;
+  if (K > 0) {
+    for (int side = 0; side < 2; ++side) {
+      const py::array& x = side ? b : a;
+      if (x.size() == 0) throw py::value_error("gemm: empty operand for a non-empty product");
+      extent(side ? db : da, &lo, &hi);
+      own(x, &olo, &ohi);
+      if (lo < olo || hi > ohi) throw py::value_error("gemm: descriptor reaches outside an operand");
+    }
+  }
+  const T* pa = static_cast<const T*>(a.data());
+  const T* pb = static_cast<const T*>(b.data());
+  T* pc = static_cast<T*>(out.mutable_data());
+  py::gil_scoped_release release;
+  starling::gemm::rows<T>(desc, pa, pb, pc, N, 0, rows, true);
+}
+
+using DescArray = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+
+void gemm(py::array a, py::array b, py::array out, DescArray desc_array) {
+  if (desc_array.ndim() != 1) throw py::value_error("gemm: desc must be 1-d");
+  const int64_t* desc = desc_array.data();
+  const size_t ndesc = static_cast<size_t>(desc_array.shape(0));
+  const auto dt = out.dtype();
+  if (!a.dtype().is(dt) || !b.dtype().is(dt)) {
+    throw py::type_error("gemm: operands and out must have one dtype");
+  }
+  if (dt.is(py::dtype::of<float>())) return gemm_typed<float>(a, b, out, desc, ndesc);
+  if (dt.is(py::dtype::of<double>())) return gemm_typed<double>(a, b, out, desc, ndesc);
+  throw py::type_error("gemm: only float32 and float64 are supported");
 }
 
 }  // namespace
@@ -75,4 +157,30 @@ PYBIND11_MODULE(_native, m) {
         "row k, word j is word j % 4 of philox4x32_10((b & 0xffffffff, b >> 32, tag, 0), keys[k]) "
         "with b = j // 4. threads <= 0 uses all hardware threads; the result does not depend on "
         "it. Raises ValueError on bad shapes, n_words < 0 or tag outside [0, 2**32).");
+  m.def("gemm", &gemm, py::arg("a"), py::arg("b"), py::arg("out"), py::arg("desc"),
+        "Strided batched GEMM on the thread pool: out (rows x N, C-contiguous) = the product "
+        "described by desc (an int64 array, native/gemm.h) of a and b, float32 or float64, read in "
+        "place through "
+        "the descriptor's element strides from each array's data pointer. Raises TypeError on "
+        "dtypes, ValueError on a malformed descriptor or one that reaches outside an operand.");
+  m.def("gemm_isa", &starling::gemm::isa, "Instruction set of the GEMM kernels in use.");
+  m.def("available_cpus", &starling::pool::available_cpus,
+        "CPUs this process may use: the affinity mask, capped by a cgroup CPU quota.");
+  m.def("pool_size", &starling::pool::size, "Threads of the pool (the calling thread included).");
+  m.def("set_pool_size", &starling::pool::set_size, py::arg("n"),
+        "Sets the pool size (>= 1; the CPUs this process may use).");
+  m.def("set_thread_share", &starling::pool::set_thread_share, py::arg("n"),
+        "Threads a parallel call from the calling thread may use (0: the pool size).");
+  m.def("set_thread_divisor", &starling::pool::set_thread_divisor, py::arg("d"),
+        "Without a share set, the calling thread may use pool_size() // d threads (>= 1).");
+  m.def("thread_share", &starling::pool::thread_share,
+        "Threads a parallel call from the calling thread may use.");
+  m.def("runtime_symbols", [] {
+    py::dict d;
+    d["st_parallel_for"] = reinterpret_cast<uintptr_t>(&st_parallel_for);
+    d["st_scratch"] = reinterpret_cast<uintptr_t>(&st_scratch);
+    d["st_sgemm"] = reinterpret_cast<uintptr_t>(&st_sgemm);
+    d["st_dgemm"] = reinterpret_cast<uintptr_t>(&st_dgemm);
+    return d;
+  }, "Addresses of the C entry points handed to generated kernel libraries.");
 }

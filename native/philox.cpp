@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <vector>
+
+#include "pool.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -197,23 +198,19 @@ void philox4x32_10_stream(const uint32_t* keys, int64_t n_keys, uint32_t tag, ui
     }
     return;
   }
-  // Work items: (key, chunk) pairs of whole 64-word chunks.
+  // Work items: (key, chunk) pairs of whole 64-word chunks, run by the thread pool.
   const int64_t chunk = 4 * kLanes * std::max<int64_t>(1, (n_words / threads) / (4 * kLanes) + 1);
   const int64_t chunks_per_key = (n_words + chunk - 1) / chunk;
   const int64_t items = n_keys * chunks_per_key;
-  auto work = [&](int t) {
-    for (int64_t it = t; it < items; it += threads) {
+  pool::for_range(items, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t it = lo; it < hi; ++it) {
       const int64_t k = it / chunks_per_key, c = it % chunks_per_key;
       const int64_t start = c * chunk;
       const int64_t len = std::min(chunk, n_words - start);
       stream_any(keys + 2 * k, tag, static_cast<uint64_t>(start / 4), out + k * n_words + start,
                  len);
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(work, t);
-  work(0);
-  for (auto& th : pool) th.join();
+  });
 }
 
 }  // namespace starling

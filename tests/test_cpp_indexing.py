@@ -96,6 +96,17 @@ def test_gather_any_dtype_including_fill(dt):
     _check([(gather(m), (xs, i)) for m in MODES])
 
 
+def test_gather_in_parallel_chunks(monkeypatch):
+    """A gather large enough for threads runs its points in chunks on the thread pool (forced
+    here with tiny chunks): the same bits as eager."""
+    from starling.lowering.backends import cpp_indexing
+    monkeypatch.setattr(cpp_indexing, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(cpp_indexing, "CHUNK_WORK", 64)
+    x = snp.asarray(RNG.standard_normal((50, 7)).astype(np.float32))
+    i = snp.asarray(RNG.integers(-60, 60, 1000))
+    _check([(gather(m), (x, i)) for m in MODES] + [(gather("fill", 1.5), (x, i))])
+
+
 def test_gather_empty_axes_and_batches():
     e = snp.asarray(np.zeros((0, 3), np.float32))
     i = snp.asarray(np.array([0, 1, -1]))

@@ -110,6 +110,23 @@ def set_current_trace(trace: Trace):
         _current.reset(token)
 
 
+# Reference mode: primitive implementations that have a native fast path (e.g. dot_general's
+# strided GEMM) take their plain NumPy path instead. The numpy_ref backend, the oracle other
+# backends are tested against, evaluates in this mode so that it never shares their kernels.
+_reference = contextvars.ContextVar("starling_reference_mode", default=False)
+in_reference_mode = _reference.get
+
+
+@contextlib.contextmanager
+def reference_mode():
+    """Inside the block, implementations run their NumPy reference path (see above)."""
+    token = _reference.set(True)
+    try:
+        yield
+    finally:
+        _reference.reset(token)
+
+
 @contextlib.contextmanager
 def new_trace(trace_type, *args, **kwargs):
     """Creates a child of the current trace, makes it current, and invalidates it on exit."""

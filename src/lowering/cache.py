@@ -48,8 +48,10 @@ logger = logging.getLogger("starling.lowering")
 
 # -ffp-contract=off: no fused multiply-adds the source did not ask for, so a compiled x*y + z
 # rounds twice like the eager (NumPy) result instead of differing in the last bit.
-FLAGS = ("-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-fwrapv",
-         "-ffp-contract=off", "-fPIC", "-shared", "-std=c++17", "-w")
+# -fopenmp-simd: the `#pragma omp simd` hints only; threads come from Starling's own pool
+# (src/lowering/runtime/native.py), never from an OpenMP runtime.
+FLAGS = ("-O3", "-march=native", "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math",
+         "-fwrapv", "-ffp-contract=off", "-fPIC", "-shared", "-std=c++17", "-w")
 # Per process: entries found, compiler runs, damaged entries rebuilt, entries another process
 # finished while this one waited for the lock.
 STATS = {"hits": 0, "compiles": 0, "corrupt": 0, "waited": 0}

@@ -8,6 +8,12 @@ Both operands have one dtype (the public wrappers promote first); the result has
 wrap (two's complement), bool is "or of ands". float16 / bfloat16 / float8 / float4 accumulate in
 float32 and round once at the end (as JAX does on CPU).
 
+The implementation runs float32 / float64 contractions as ONE strided batched GEMM of
+Starling's native library on the operands' own memory (src/arrays/ops/dot_layout.py,
+native/gemm.h; parallel on Starling's thread pool, no copies for transposed or sliced operands);
+everything else, layouts that do not fold into one GEMM, and evaluation under
+``reference_mode()`` (the numpy_ref oracle) go through ``np.matmul``.
+
 Every public op here is ``dot_general`` plus shape ops: transformations need one rule set.
 """
 from __future__ import annotations
@@ -22,8 +28,9 @@ from ...core import casting, dtypes
 from ...core.ad_util import Zero, is_undefined, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
-from ...core.trace import EVAL_TRACE, current_trace
+from ...core.trace import EVAL_TRACE, current_trace, in_reference_mode
 from ..array import Array, wrap
+from . import dot_layout
 from . import shape_lax
 from .axes import normalize_axis
 from .convert_element_type import convert_element_type
@@ -35,6 +42,12 @@ __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "ve
            "cross"]
 
 _LOW = frozenset((dtypes.float16, dtypes.bfloat16) + dtypes.LOW_PRECISION_FLOATS)
+_GEMM = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+
+try:
+    from ... import _native
+except ImportError:   # pragma: no cover  (the extension is part of the package)
+    _native = None
 
 
 class _Namespace:
@@ -91,6 +104,11 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
         work = out_dt
     lhs, rhs = casting.astype(lhs, work), casting.astype(rhs, work)
     lperm, rperm, ash, bsh, osh, contract = _layout(lhs.shape, rhs.shape, dimension_numbers)
+    if contract and ash[-1] > 1 and work in _GEMM and _native is not None \
+            and not in_reference_mode():
+        out = _native_dot(lhs, rhs, dimension_numbers, osh)
+        if out is not None:
+            return out if out.dtype == out_dt else out.astype(out_dt)
     a = lhs if lperm is None else lhs.transpose(lperm)
     b = rhs if rperm is None else rhs.transpose(rperm)
     # One np.matmul: BLAS gemm per batch element for floats; NumPy's own loops (wrapping) for
@@ -107,6 +125,28 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type):
         out = a.reshape(ash) * b.reshape(bsh)
     out = out.reshape(osh)
     return casting.astype(out, out_dt)
+
+
+@functools.lru_cache(maxsize=4096)
+def _native_desc(lshape, lstrides, rshape, rstrides, dimension_numbers):
+    d = dot_layout.gemm_desc(lshape, lstrides, rshape, rstrides, dimension_numbers)
+    return None if d is None else np.array(d, np.int64)
+
+
+def _native_dot(lhs, rhs, dimension_numbers, out_shape):
+    """The product through the native GEMM on the operands' memory, or None when their layout
+    does not fold into one descriptor (or is not aligned)."""
+    if not (lhs.flags.aligned and rhs.flags.aligned):
+        return None
+    item = lhs.itemsize
+    desc = _native_desc(lhs.shape, tuple(s // item for s in lhs.strides), rhs.shape,
+                        tuple(s // item for s in rhs.strides), dimension_numbers)
+    if desc is None:
+        return None
+    out = np.empty(out_shape, lhs.dtype)
+    if out.size:
+        _native.gemm(lhs, rhs, out, desc)
+    return out
 
 
 def _check_dimension_numbers(op, lshape, rshape, ldt, rdt, dimension_numbers):

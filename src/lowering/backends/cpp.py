@@ -9,10 +9,12 @@
    cached on disk by content hash (src/lowering/cache.py);
 3. builds the *schedule*: a Python function generated for the Program that calls, in order,
    each kernel (through the C launcher in cpp_runtime.py), or the primitive's NumPy
-   implementation for what is not fused: ``dot_general`` (NumPy's matmul, i.e. BLAS), shape
-   ops (NumPy views and copies), sorting, linear algebra... (``gather`` / ``scatter`` are
-   kernels of their own: cpp_indexing.py; argmax / argmin are reductions of the fused kernels). The control-flow primitives (switch,
-   while, scan) run their bodies as compiled schedules of the same module. Kernels with a
+   implementation for what is not fused: shape ops (NumPy views), sorting, linear algebra...
+   (``gather`` / ``scatter`` are kernels of their own: cpp_indexing.py; argmax / argmin are
+   reductions of the fused kernels). Float products are ``fused_matmul`` kernels on Starling's
+   native strided GEMM (cpp_gemm.py); the others run through ``dot_general``'s implementation
+   (the same native GEMM when the layout allows, else ``np.matmul``). The control-flow
+   primitives (switch, while, scan) run their bodies as compiled schedules of the same module. Kernels with a
    memory plan (the ``reuse`` param of passes/buffer_reuse.py) are launched as
    ``k.run((), outs, *inputs)`` writing into a dead intermediate (after the run-time check
    ``buffers.take``) or a donated argument (``d<i>`` parameters of the schedule, checked by
@@ -21,6 +23,9 @@
 Dynamic shapes (``supports_dynamic_shapes``): a Program with symbolic dims compiles to ONE shared
 object whose kernels read their sizes at run time (``k.run(sizes, outs, *inputs)``); per
 distinct ShapeEnv only the schedule is rebuilt from the bound Program (cpp_dynamic.py).
+
+Threads: every kernel takes them from Starling's one thread pool (src/lowering/runtime/native.py,
+native/pool.cpp), never from OpenMP or BLAS.
 
 Everything that does not become native code is logged once per primitive on the
 ``starling.lowering`` logger, at DEBUG level; with ``STARLING_LOG_FALLBACKS=1`` at WARNING
@@ -54,6 +59,7 @@ from ..passes.dce import dce
 from ..passes.fusion import (ARG_REDUCE_PRIMITIVES, ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, SINGLE,
                              VIEW, VIEW_PRIMITIVES, FusionPolicy, fusion)
 from ..pipeline import run_pipeline
+from ..runtime import native as _runtime
 from . import cpp_codegen as CG
 from . import cpp_formulas as F
 from . import cpp_gemm, cpp_indexing
@@ -63,15 +69,9 @@ from .numpy_ref import NumpyRefExecutable
 logger = logging.getLogger("starling.lowering")
 F.install()
 
-# OpenMP threads of our kernels and BLAS's threads share the cores: after a parallel kernel,
-# libgomp's default busy-wait (300000 spins, milliseconds) would steal a core from the next
-# matmul. Spin briefly instead, unless the user chose a policy (read when libgomp loads).
-if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["GOMP_SPINCOUNT"] = "2000"
-
-# Primitives whose NumPy implementation IS the intended native path (BLAS, views, one copy
-# loop in C that a generated kernel would repeat, or reimplemented below): never reported as
-# fallbacks.
+# Primitives whose NumPy implementation IS the intended native path (the native GEMM, views,
+# one copy loop in C that a generated kernel would repeat, or reimplemented below): never
+# reported as fallbacks.
 _NATIVE_BY_DESIGN = frozenset({"dot_general", "reshape", "squeeze", "broadcast_in_dim",
                                "transpose", "while", "switch", "scan", "stop_gradient",
                                "real", "imag", "slice", "concatenate", "pad"})
@@ -337,11 +337,11 @@ def _build_executables(progs, policy, compiler):
     lib, path, source = None, None, None
     if sources:
         body = [src.replace("__ST_KERNEL__", name) for src, name in sources.items()]
-        source = F.prelude() + cpp_gemm.support(body) + "\n\n".join(body) + "\n"
+        source = F.prelude() + "\n\n".join(body) + "\n"
         libs = (f"-l:{F.mvec_soname()}", "-lm") if F.mvec_functions() else ("-lm",)
         lib, path = cache.load(source, compiler=compiler, libs=libs,
                                symbols=tuple(sources.values()))
-        cpp_gemm.init_library(lib)   # BLAS addresses for fused_matmul kernels
+        _runtime.init_library(lib)   # the thread pool and GEMM entry points
     launchers, by_sub, size_exprs = {}, {}, {}
     for sub in (s for subs in subs_of for s in subs):
         name, kernel = names[id(sub)]
@@ -614,39 +614,11 @@ def _eval_in_eval_trace(prim, params):
 
 
 def _dot_fn(eqn):
-    """matmul on the canonical layouts of this dot_general, precomputed at compile time."""
-    from ...arrays.ops.linear import _dot_general_impl, _layout
-    p = eqn.params
-    lhs, rhs = eqn.invars
-    la, ra = lhs.aval, rhs.aval
-    out_dt = np.dtype(eqn.outvars[0].aval.dtype)
-    if (np.dtype(la.dtype) != out_dt or np.dtype(ra.dtype) != out_dt
-            or out_dt.kind not in "fc" or out_dt.itemsize < 4):
-        return functools.partial(_dot_general_impl, **p)
-    lperm, rperm, ash, bsh, osh, contract = _layout(tuple(la.shape), tuple(ra.shape),
-                                                     p["dimension_numbers"])
-    if not contract:
-        return functools.partial(_dot_general_impl, **p)
-    matmul = np.matmul
-    if len(la.shape) == 2 and len(ra.shape) == 2 and ash == tuple(
-            la.shape[i] for i in (lperm or (0, 1))) and bsh == tuple(
-            ra.shape[i] for i in (rperm or (0, 1))):
-        lt, rt = lperm is not None, rperm is not None
-        if not lt and not rt:
-            return matmul
-        if lt and not rt:
-            return lambda a, b: matmul(a.T, b)
-        if rt and not lt:
-            return lambda a, b: matmul(a, b.T)
-        return lambda a, b: matmul(a.T, b.T)
-
-    def run(a, b):
-        if lperm is not None:
-            a = a.transpose(lperm)
-        if rperm is not None:
-            b = b.transpose(rperm)
-        return matmul(a.reshape(ash), b.reshape(bsh)).reshape(osh)
-    return run
+    """A product left out of the kernels (other dtypes, symbolic shapes, layouts the GEMM
+    kernels refuse): dot_general's implementation (the native GEMM on the operands' memory when
+    their layout allows, else np.matmul)."""
+    from ...arrays.ops.linear import _dot_general_impl
+    return functools.partial(_dot_general_impl, **eqn.params)
 
 
 register_backend(CppBackend())

@@ -9,22 +9,22 @@ computed in the kernel live in registers; group outputs are L-shaped stores or r
 Loop structure, after dropping size-1 dims and merging adjacent dims that every access walks
 contiguously (so most kernels become one flat loop, or rows x columns with a bias):
 
-* no reduction: ``parallel for simd`` over one flat dim, or ``parallel for`` over the flattened
-  outer dims (split into blocks of the inner dim when the outer dims are few) with an inner
-  ``simd`` loop;
+* no reduction: chunks of one flat dim on the pool, or of the flattened outer dims (split into
+  blocks of the inner dim when the outer dims are few) with an inner ``simd`` loop;
 * reduction over the trailing dims (O, R): accumulators per outer point, inner ``simd
-  reduction``; parallel over O, or over R (OpenMP reduction) when O is small (full reductions);
+  reduction``; parallel over O, or over R when O is small (full reductions: chunks of R
+  accumulate partials, combined in chunk order, so results do not depend on the threads);
 * reduction over leading / middle dims (O, R, I): per block of the innermost kept dim, an
   accumulator array updated by a ``simd`` loop for every reduced index (column sums);
 * reduced dims that are not adjacent (sums over N, H, W of NCHW): the kept dims between them
   loop outside (``_loop_order``), which gives one of the structures above;
 * argmax / argmin (cpp_reductions.py): as the others, but the reduced range runs in order
-  (no OpenMP reduction over it, no ``simd`` on a row reduction's loop).
+  (no partials combined over it, no ``simd`` on a row reduction's loop).
 
-OpenMP parallelism is switched on only when the estimated work (elements x cost units) exceeds
-``PARALLEL_WORK`` (env ``STARLING_CPP_PARALLEL_WORK``, default 2**21, about 1 ms of work):
-waking threads costs microseconds, and mid-size kernels interleaved with BLAS calls (which run
-their own thread pool) are faster on one thread. float32 sums and products accumulate in double.
+Parallelism (``st_par``: chunks on Starling's thread pool, native/pool.cpp) is switched on only
+when the estimated work (elements x cost units) exceeds ``PARALLEL_WORK`` (env
+``STARLING_CPP_PARALLEL_WORK``, default 2**18): waking threads costs microseconds. float32 sums
+and products accumulate in double.
 
 Under dynamic shapes sizes and strides may be symbolic (DimExprs): the kernel reads its shape
 variables from the launcher's sizes array and the same structures are emitted with C expressions
@@ -45,8 +45,10 @@ from .cpp_dims import DIM_HELPERS, c_dim, dim_vars, same_dim  # noqa: F401  (re-
 from .cpp_dims import is_static as _static, maybe_nonzero as _maybe_nonzero
 from .cpp_dims import same_shape as _same_shape, sym_expr as _sym_expr
 
-PARALLEL_WORK = int(os.environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 21))
+PARALLEL_WORK = int(os.environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 18))
+CHUNK_WORK = int(os.environ.get("STARLING_CPP_CHUNK_WORK", 1 << 16))
 _MIN_UNITS = 8               # parallel work units wanted when the outer dims are few
+_MAX_PARTS = 256             # chunks (partial accumulators) of a parallel reduction
 _ACC_BLOCK = 1024            # accumulator array length for column reductions
 _EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
               "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
@@ -104,9 +106,19 @@ def apply_view(acc, eqn):
                       acc.offset + (1 if name == "imag" else 0))
     if name == "reshape":
         if not _contiguous(acc):
-            raise NotFusible("reshape of a strided view")
+            strides = reshape_strides(acc.shape, acc.strides, out_shape)
+            if strides is None:
+                raise NotFusible("reshape of a strided view")
+            return Access(acc.buf, acc.dt, out_shape, strides, acc.offset, cb)
         return Access(acc.buf, acc.dt, out_shape, c_strides(out_shape, 2 if cb else 1),
                       acc.offset, cb)
+    if name == "slice":
+        step = p["strides"] or (1,) * len(acc.shape)
+        if not all(_static(x) for x in (*acc.strides, acc.offset)):
+            raise NotFusible("slice of a symbolic view")
+        offset = acc.offset + sum(int(b) * s for b, s in zip(p["start_indices"], acc.strides))
+        return Access(acc.buf, acc.dt, out_shape,
+                      [s * int(k) for s, k in zip(acc.strides, step)], offset, cb)
     if name == "squeeze":
         dims = {d % max(len(acc.shape), 1) for d in p["dimensions"]}
         keep = [i for i in range(len(acc.shape)) if i not in dims]
@@ -123,6 +135,44 @@ def apply_view(acc, eqn):
                 raise NotFusible(f"broadcast of dim {acc.shape[i]} to {out_shape[d]}")
         return Access(acc.buf, acc.dt, out_shape, strides, acc.offset, cb)
     raise NotFusible(name)
+
+
+def reshape_strides(shape, strides, new_shape):
+    """Strides that view memory laid out as (``shape``, ``strides``) as ``new_shape`` without a
+    copy, or None when there are none (NumPy's no-copy reshape rule: each group of old dims
+    that multiplies to a group of new dims must itself be contiguous). Static shapes only."""
+    if not all(_static(x) for x in (*shape, *strides, *new_shape)):
+        return None
+    shape, strides, new_shape = ([int(x) for x in t] for t in (shape, strides, new_shape))
+    if math.prod(new_shape) == 0:
+        return c_strides(new_shape)
+    old = [(n, s) for n, s in zip(shape, strides) if n != 1]
+    new = [i for i, n in enumerate(new_shape) if n != 1]
+    out = [0] * len(new_shape)
+    i = j = 0
+    while i < len(old) and j < len(new):
+        i1, j1 = i + 1, j + 1
+        po, pn = old[i][0], new_shape[new[j]]
+        while po != pn:
+            if po < pn:
+                if i1 == len(old):
+                    return None
+                po *= old[i1][0]
+                i1 += 1
+            else:
+                if j1 == len(new):
+                    return None
+                pn *= new_shape[new[j1]]
+                j1 += 1
+        for k in range(i, i1 - 1):   # the old group must be contiguous in itself
+            if old[k][1] != old[k + 1][1] * old[k + 1][0]:
+                return None
+        st = old[i1 - 1][1]
+        for k in range(j1 - 1, j - 1, -1):
+            out[new[k]] = st
+            st *= new_shape[new[k]]
+        i, j = i1, j1
+    return tuple(out) if i == len(old) and j == len(new) else None
 
 
 def broadcast_strides(acc, loop):
@@ -407,7 +457,7 @@ def _emit(b, loop, red_axes, reds, in_dtypes, out_avals):
             raise NotFusible("GEMM epilogue kernels need static sizes")
         return _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals)
     par = work >= PARALLEL_WORK and (row is None or row.parallel)
-    e = _Emitter(b, dims, accs, reds, par)
+    e = _Emitter(b, dims, accs, reds, par, work=work)
     lines = [f'extern "C" void {b.fname}(void* const* st_args{row.param if row else ""}) {{']
     for a in accs:
         t = F.ptr_ctype(a.dt)
@@ -442,7 +492,7 @@ def _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals
     bodies = []
     for par in variants:
         b.stores[:] = saved
-        bodies.append(_Emitter(b, dims, accs, reds, par, names).emit())
+        bodies.append(_Emitter(b, dims, accs, reds, par, names, work=work).emit())
     if len(bodies) == 1:
         lines += ["  " + x for x in bodies[0]]
     else:
@@ -465,10 +515,11 @@ def _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals
 
 
 class _Emitter:
-    def __init__(self, b, dims, accs, reds, par, size_names=None):
+    def __init__(self, b, dims, accs, reds, par, size_names=None, work=1):
         self.b, self.dims, self.accs, self.reds, self.par = b, dims, accs, reds, par
         self.reads = b.accesses
         self.size_names = size_names    # shape variable -> C name (symbolic kernels)
+        self.work = work                # the kernel's work (elements x cost), maybe symbolic
 
     def c(self, x):
         """C expression of a size / stride (an int prints as itself)."""
@@ -540,8 +591,28 @@ class _Emitter:
             return math.prod(sizes)
         return " * ".join(self.c(x) for x in sizes) or "1"
 
-    def _pragma_par(self, extra=""):
-        return [f"#pragma omp parallel for schedule(static){extra}"] if self.par else []
+    def _grain(self, n, limit=None, outer=1):
+        """Iterations per pool chunk of a parallel loop of ``n`` iterations, run ``outer`` times
+        over the kernel: about CHUNK_WORK units of work each, at most ``limit`` chunks; a C
+        expression when sizes are symbolic."""
+        if _static(n) and _static(self.work) and _static(outer):
+            g = max(1, -(-CHUNK_WORK * n * outer // max(int(self.work), 1)))
+            if limit:
+                g = max(g, -(-n // limit))
+            return g
+        g = f"st_grain({self.c(n)} * {self.c(outer)}, {self.c(self.work)}, {CHUNK_WORK})"
+        return f"st_dim_max({g}, ({self.c(n)} + {limit - 1}) / {limit})" if limit else g
+
+    def _loop(self, var, n, body, par=None):
+        """``for var in [0, n)`` around ``body`` (lines): on the pool (``st_par``) when the
+        kernel is parallel (or ``par``), else a plain loop."""
+        if not (self.par if par is None else par):
+            return [f"for (int64_t {var} = 0; {var} < {self.c(n)}; ++{var}) {{"] + \
+                ["  " + x for x in body] + ["}"]
+        g = self._grain(n)
+        return [f"st_par({self.c(n)}, {self.c(g)}, [&](int64_t st_lo, int64_t st_hi) {{",
+                f"  for (int64_t {var} = st_lo; {var} < st_hi; ++{var}) {{"] + \
+            ["    " + x for x in body] + ["  }", "});"]
 
     # -- structures --
     def emit(self):
@@ -587,11 +658,14 @@ class _Emitter:
             return ["{"] + self._bases({}, accs) + self._body(None, red_mode) + ["}"]
         if len(dims) == 1:
             K = dims[0][0]
-            pragma = "#pragma omp parallel for simd schedule(static)" if self.par \
-                else "#pragma omp simd"
-            return self._bases({}, accs) + [
-                pragma, f"for (int64_t k = 0; k < {self.c(K)}; ++k) {{"] + \
+            inner = ["#pragma omp simd", "for (int64_t k = k0; k < k1; ++k) {"] + \
                 ["  " + x for x in self._body(0, red_mode)] + ["}"]
+            if not self.par:
+                return self._bases({}, accs) + [
+                    "const int64_t k0 = 0;", f"const int64_t k1 = {self.c(K)};"] + inner
+            return [f"st_par({self.c(K)}, {self.c(self._grain(K))}, "
+                    "[&](int64_t k0, int64_t k1) {"] + \
+                ["  " + x for x in self._bases({}, accs) + inner] + ["});"]
         inner = len(dims) - 1
         K = dims[inner][0]
         outer = list(range(inner))
@@ -613,8 +687,6 @@ class _Emitter:
         blocked = not _static(NB) or NB > 1
         names = [f"i{d}" for d in outer] + (["kb"] if blocked else [])
         sizes = [dims[d][0] for d in outer] + ([NB] if blocked else [])
-        lines += self._pragma_par()
-        lines.append(f"for (int64_t p_ = 0; p_ < {self.c(self._prod([P, NB]))}; ++p_) {{")
         body = self._decompose("p_", sizes, names) if sizes else []
         idx = {d: f"i{d}" for d in outer}
         body += self._bases(idx, accs)
@@ -626,10 +698,12 @@ class _Emitter:
             body += ["const int64_t k0 = 0;", f"const int64_t k1 = {self.c(K)};"]
         body += ["#pragma omp simd", "for (int64_t k = k0; k < k1; ++k) {"]
         body += ["  " + x for x in self._body(inner, red_mode)] + ["}"]
-        return lines + ["  " + x for x in body] + ["}"]
+        return lines + self._loop("p_", self._prod([P, NB]), body)
 
     def _row_reduction(self, red_dims, inside=None):
-        """Reduced dims are the trailing ones: scalar accumulators per outer point."""
+        """Reduced dims are the trailing ones: scalar accumulators per outer point. When the
+        outer points are few (``inside``) the reduction itself runs on the pool: each chunk of
+        the first reduced loop accumulates into its own partials, combined in chunk order."""
         dims = self.dims
         outer = [d for d in range(len(dims)) if d < red_dims[0]]
         P = math.prod(dims[d][0] for d in outer)
@@ -646,45 +720,66 @@ class _Emitter:
                     + ["  " + x for x in self._row_reduction(red_dims, False)] + ["}"])
         if inside is None:
             inside = self.par and P < 2 * _MIN_UNITS   # parallelise the reduction itself
-        lines = []
-        if not inside:
-            lines += self._pragma_par()
-        lines.append(f"for (int64_t p_ = 0; p_ < {self.c(P)}; ++p_) {{")
         body = self._decompose("p_", [dims[d][0] for d in outer], [f"i{d}" for d in outer]) \
             if outer else []
         body += self._init_reds()
         idx = {d: f"i{d}" for d in outer}
-        # nested loops over the reduced dims but the innermost
-        loops = []
-        for n, d in enumerate(red_dims[:-1]):
-            prag = []
-            if inside and n == 0:
-                prag = [f"#pragma omp parallel for schedule(static) {clauses}"]
-            loops.append((d, prag))
+        loops = list(red_dims[:-1])   # nested loops over the reduced dims but the innermost
+        K = dims[inner][0]
+        if not inside:
+            body += self._reduce_nest(loops, idx, reads_stores, clauses, "0", self.c(K), None,
+                                      ordered=ordered)
+            body += self._store_reds({d: f"i{d}" for d in outer})
+            return self._loop("p_", P, body)
+        first = loops[0] if loops else None
+        n = dims[first][0] if loops else K
+        chunk = self._init_reds()     # the chunk's own accumulators (shadowing the point's)
+        chunk += self._reduce_nest(loops, idx, reads_stores, clauses, "st_lo", "st_hi", first,
+                                   self.c(K))
+        parts, combine = [], []
+        for i, r in enumerate(self.reds):
+            parts.append(f"{r.acc_t} st_part{i}[{_MAX_PARTS}];")
+            chunk.append(f"st_part{i}[st_lo / st_g] = {r.name};")
+            combine.append("  " + r.combine(f"st_part{i}[st_c]"))
+            if r.nanflag:
+                parts.append(f"int st_pnan{i}[{_MAX_PARTS}];")
+                chunk.append(f"st_pnan{i}[st_lo / st_g] = {r.name}_nan;")
+                combine.append(f"  {r.name}_nan |= st_pnan{i}[st_c];")
+        cn = self.c(n)
+        body += [f"const int64_t st_g = {self.c(self._grain(n, _MAX_PARTS, P))};"] + parts
+        body += [f"st_par({cn}, st_g, [&](int64_t st_lo, int64_t st_hi) {{"]
+        body += ["  " + x for x in chunk] + ["});"]
+        body += [f"for (int64_t st_c = 0; st_c < ({cn} + st_g - 1) / st_g; ++st_c) {{"]
+        body += combine + ["}"]
+        body += self._store_reds({d: f"i{d}" for d in outer})
+        return self._loop("p_", P, body, par=False)
+
+    def _reduce_nest(self, loops, idx, accs, clauses, lo, hi, split, k_end=None, ordered=False):
+        """The loops over the reduced dims ``loops`` (then the innermost ``k``) updating the
+        scalar accumulators. The range ``[lo, hi)`` applies to reduced dim ``split`` (the first
+        of ``loops``), or to ``k`` when ``split`` is None (then ``k_end`` is unused). ``ordered``
+        (argmax / argmin): no SIMD reordering, and updates get the flat reduced index."""
+        idx = dict(idx)
         nest = []
         depth = 0
-        for d, prag in loops:
-            nest += ["  " * depth + x for x in prag]
-            nest.append("  " * depth +
-                        f"for (int64_t i{d} = 0; i{d} < {self.c(dims[d][0])}; ++i{d}) {{")
+        for d in loops:
+            a, b = (lo, hi) if d == split else ("0", self.c(self.dims[d][0]))
+            nest.append("  " * depth + f"for (int64_t i{d} = {a}; i{d} < {b}; ++i{d}) {{")
             idx[d] = f"i{d}"
             depth += 1
         ind = "  " * depth
-        nest += [ind + x for x in self._bases(idx, reads_stores)]
-        K = dims[inner][0]
-        if inside and not loops:
-            nest.append(ind + f"#pragma omp parallel for simd schedule(static) {clauses}")
-        elif not ordered:
+        nest += [ind + x for x in self._bases(idx, accs)]
+        k0, k1 = (lo, hi) if split is None else ("0", k_end)
+        if not ordered:
             nest.append(ind + f"#pragma omp simd {clauses}")
-        nest.append(ind + f"for (int64_t k = 0; k < {self.c(K)}; ++k) {{")
-        index = self._flat_index(red_dims, last="k") if ordered else None
+        nest.append(ind + f"for (int64_t k = {k0}; k < {k1}; ++k) {{")
+        inner = len(self.dims) - 1
+        index = self._flat_index(loops + [inner], last="k") if ordered else None
         nest += [ind + "  " + x for x in self._body(inner, "scalar", index)]
         nest.append(ind + "}")
         for depth in range(len(loops) - 1, -1, -1):
             nest.append("  " * depth + "}")
-        body += nest
-        body += self._store_reds({d: f"i{d}" for d in outer})
-        return lines + ["  " + x for x in body] + ["}"]
+        return nest
 
     def _column_reduction(self, red_dims):
         """Kept dims after the reduced ones: accumulator arrays over blocks of the last dim."""
@@ -716,8 +811,6 @@ class _Emitter:
             lines.append(f"const int64_t st_nb = st_bk > 0 ? ({cK} + st_bk - 1) / st_bk : 0;")
             BK, NB = "st_bk", "st_nb"
         reads_stores = self.reads + [s for s, _ in self.b.stores]
-        lines += self._pragma_par()
-        lines.append(f"for (int64_t p_ = 0; p_ < {self.c(self._prod([P, NB]))}; ++p_) {{")
         names = [f"i{d}" for d in outer] + ["kb"]
         sizes = [dims[d][0] for d in outer] + [NB]
         body = self._decompose("p_", sizes, names)
@@ -747,7 +840,7 @@ class _Emitter:
             s = self.dims[inner][2][a.id]
             body.append(f"for (int64_t k = k0; k < k1; ++k) p{a.id}[({self._base(a, oidx)})"
                         f" + k * {self.c(s)}] = {_stored(a, r.final_array())};")
-        return lines + ["  " + x for x in body] + ["}"]
+        return lines + self._loop("p_", self._prod([P, NB]), body)
 
 
 def _stored(acc, value):

@@ -65,6 +65,12 @@ static inline int64_t st_dim_fmod(int64_t a, int64_t b) {
 }
 static inline int64_t st_dim_min(int64_t a, int64_t b) { return a < b ? a : b; }
 static inline int64_t st_dim_max(int64_t a, int64_t b) { return a > b ? a : b; }
+// iterations per pool chunk: about `chunk` units of work of a loop of n over `work` units
+static inline int64_t st_grain(int64_t n, int64_t work, int64_t chunk) {
+  if (work <= 0) return n > 0 ? n : 1;
+  const double g = (double)chunk * (double)n / (double)work;
+  return g < 1.0 ? 1 : (int64_t)(g + 0.999999);
+}
 #endif
 """
 

@@ -404,7 +404,11 @@ template <class T> ST_INLINE T st_nan_to_num(T x, T nan, T posinf, T neginf) {
 
 @functools.lru_cache(maxsize=None)
 def prelude() -> str:
-    return _HELPERS.replace("%(decls)s", _decls()) + LP.HELPERS + cpp_hypot.HELPERS + "\n"
+    """The head of every kernel library: math declarations, formula helpers, low-precision
+    conversions and the native runtime (thread pool, GEMM: src/lowering/runtime/native.py)."""
+    from ..runtime.native import PRELUDE
+    return (_HELPERS.replace("%(decls)s", _decls()) + LP.HELPERS + cpp_hypot.HELPERS + PRELUDE
+            + "\n")
 
 
 # ---- the formulas --------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ other modes add the dim to a negative value once, then "clip" / "promise_in_boun
 * gather copies the ``rest`` block of ``R`` elements as bytes (any dtype, complex and
   low-precision floats included), or writes ``fill_value`` (its bytes in the dtype) for an
   invalid point; an indexed axis of size 0 gives all fill ("fill" / "drop") or zeros. Points
-  run in parallel (OpenMP) when the kernel is large.
+  run in parallel (chunks on the thread pool) when the kernel is large.
 * scatter copies ``x`` into the output, then applies the updates in C order of ``B``, one
   point after the other: "set" keeps the last update of a repeated index and "add" /
   "multiply" / "min" / "max" accumulate every update in that order, which is what NumPy's
@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from . import cpp_formulas as F
-from .cpp_codegen import PARALLEL_WORK, Kernel, NotFusible, c_strides
+from .cpp_codegen import CHUNK_WORK, PARALLEL_WORK, Kernel, NotFusible, c_strides
 
 PRIMITIVES = ("gather", "scatter")
 _COMBINE = {"add": "add", "multiply": "multiply", "min": "minimum", "max": "maximum"}
@@ -142,9 +142,12 @@ def _gather(eqn, fname, args, in_dtypes):
     empty_axis = 0 in p.lead
     work = p.nB * max(p.R, 1)
     par = work >= PARALLEL_WORK
-    if par:
-        lines.append("  #pragma omp parallel for schedule(static)")
-    lines.append(f"  for (int64_t b = 0; b < {p.nB}; ++b) {{")
+    if par:   # chunks of about CHUNK_WORK elements on the thread pool
+        grain = max(1, -(-CHUNK_WORK * p.nB // work))
+        lines.append(f"  st_par({p.nB}, {grain}, [&](int64_t st_lo, int64_t st_hi) {{")
+        lines.append("  for (int64_t b = st_lo; b < st_hi; ++b) {")
+    else:
+        lines.append(f"  for (int64_t b = 0; b < {p.nB}; ++b) {{")
     body = [] if empty_axis else p.index_lines(mode, args[1:])
     body.append(f"unsigned char* st_d = st_o + b * {block};")
     fill_block = [f"for (int64_t r = 0; r < {p.R}; ++r) "
@@ -155,7 +158,7 @@ def _gather(eqn, fname, args, in_dtypes):
         body.append(f"if (st_ok) __builtin_memcpy(st_d, st_x + st_t * {block}, {block});")
         body.append("else {")
         body += ["  " + x for x in fill_block] + ["}"]
-    lines += ["    " + x for x in body] + ["  }", "}"]
+    lines += ["    " + x for x in body] + ["  }"] + (["  });"] if par else []) + ["}"]
     return Kernel(fname, "\n".join(lines), in_dtypes, [out.aval], work, par)
 
 

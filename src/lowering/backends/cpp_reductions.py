@@ -1,5 +1,6 @@
-"""Reduction accumulators of the cpp kernels (cpp_codegen.py): declarations, OpenMP reduction
-clauses, scalar and per-column updates, and the final value stored.
+"""Reduction accumulators of the cpp kernels (cpp_codegen.py): initial values, the reduction
+clauses of ``#pragma omp simd``, scalar and per-column updates, the combination of per-chunk
+partials (reductions run on the thread pool), and the final value stored.
 
 float32 (and low-precision float) sums and products accumulate in double; max / min of floats
 keep a sticky NaN flag so that a NaN anywhere in the reduced range gives NaN, as NumPy does.
@@ -9,8 +10,8 @@ keep a sticky NaN flag so that a NaN anywhere in the reduced range gives NaN, as
 strictly better, so ties keep the first index, and once the accumulator holds a NaN nothing
 replaces it, so the first NaN wins: NumPy's semantics. The initial value is the identity of the
 max / min (-inf, or a format's lowest value) with index 0, so a range holding only that value
-gives 0 as NumPy does. These updates have no OpenMP reduction clause (``combinable`` is False):
-the kernel parallelises only over kept elements and runs the reduced loop in order.
+gives 0 as NumPy does. These updates have no SIMD reduction clause and no partials to combine (``combinable`` is
+False): the kernel parallelises only over kept elements and runs the reduced loop in order.
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ class Red:
 
     @property
     def combinable(self):
-        """Whether OpenMP can combine partial accumulators (a reduction clause exists)."""
+        """Whether partial accumulators (SIMD lanes, pool chunks) can be combined."""
         return not self.is_arg
 
     def init(self):
@@ -95,7 +96,8 @@ class Red:
         return self.kind
 
     def clause(self):
-        """OpenMP reduction clauses for the scalar accumulator form ("" for argmax / argmin)."""
+        """``#pragma omp simd`` reduction clauses for the scalar accumulator form ("" for
+        argmax / argmin)."""
         if self.is_arg:
             return ""
         op = {"sum": "+", "prod": "*", "max": "max", "min": "min", "and": "&&", "or": "||"}
@@ -125,11 +127,17 @@ class Red:
     def update_scalar(self, x, index=None):
         """Update of the scalar accumulator with value ``x`` (at flat reduced index ``index``,
         a C expression, for argmax / argmin); max / min of floats record NaNs in a flag, which
-        OpenMP can combine across threads."""
+        SIMD lanes and pool chunks combine with ``|``."""
         s = self._update(self.name, x, False, index)
         if self.nanflag:
             s += f" {self.name}_nan |= ({x} != {x});"
         return s
+
+    def combine(self, part):
+        """Folds a chunk's partial accumulator ``part`` (same type) into the accumulator; its
+        NaN flag, if any, is combined by the caller. Not for argmax / argmin (not
+        ``combinable``: their kernels run the reduced loop in order on one thread)."""
+        return self._update(self.name, part, False)
 
     def update_array(self, x, index=None):
         """Update of accumulator array element ``k - k0`` (column reductions)."""

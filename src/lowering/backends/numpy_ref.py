@@ -1,6 +1,9 @@
 """numpy_ref: interprets the Program with each primitive's NumPy implementation.
 
-Always available; the oracle every other backend is tested against. Programs with symbolic
+Always available; the oracle every other backend is tested against: it evaluates under
+``reference_mode()`` (src/core/trace.py), so primitives with a native fast path (dot_general's
+GEMM) run their NumPy implementation here and share no kernel with the backends under test.
+Programs with symbolic
 dims (dynamic shapes) run for any concrete sizes: ``executable(consts, args, shape_env=env)``
 substitutes the sizes into the shape params (``bind_shapes``, cached per size). Under
 ``starling.debug_mode()`` the Program is evaluated under the debug trace, so every executed
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 from ...core.ir import eval_program
 from ...core.symbolic import bind_shapes
-from ...core.trace import EVAL_TRACE, set_current_trace
+from ...core.trace import EVAL_TRACE, reference_mode, set_current_trace
 from .. import debug as _debug
 from . import register_backend
 
@@ -33,7 +36,7 @@ class NumpyRefExecutable:
                 bound = self._bound[key] = bind_shapes(prog, shape_env)
             prog = bound
         trace = _debug.active_trace() or EVAL_TRACE
-        with set_current_trace(trace):
+        with set_current_trace(trace), reference_mode():
             return eval_program(prog, consts, *args)
 
 

@@ -3,9 +3,17 @@
 Runs after fusion (which formed the ``fused_kernel`` groups). For each ``fused_kernel`` equation
 G that reads the result ``d`` of a ``dot_general`` D, the pass asks the backend's ``validate``
 whether the pair can run as one kernel (the cpp backend renders it: src/lowering/backends/
-cpp_gemm.py decides the BLAS layout, the loop shape, and how ``d`` is read) and, if so, replaces
+cpp_gemm.py decides the GEMM layout, the loop shape, and how ``d`` is read) and, if so, replaces
 G by one ``fused_matmul`` equation (src/lowering/fused_matmul.py) and drops D. ``d`` stays an
 output of the new equation when anything else (another equation, a Program output) reads it.
+A ``dot_general`` left without a group becomes a ``fused_matmul`` of its own (no epilogue) when
+the backend accepts it, so every product the backend can run natively is one kernel.
+
+Producer side: the chain of views (transpose, reshape, squeeze, broadcast_in_dim, slice) that
+makes each operand of D from a buffer is taken into the ``fused_matmul``: the kernel reads the
+buffer through strides (a transposed operand becomes a GEMM transpose flag, a slice an offset),
+so the views are never materialised; they stay in the Program only if something else reads them
+(DCE drops the rest).
 
 Placement keeps the Program in dependency order: the new equation goes where G was when every
 other reader of ``d`` comes after G, else where D was when every other input of G is available
@@ -19,7 +27,7 @@ from __future__ import annotations
 
 from ...core.ir import Equation, Literal, Program, Var
 from ..fused import fused_kernel_p
-from ..fused_matmul import fused_matmul_p, make_program
+from ..fused_matmul import OPERAND_VIEWS, fused_matmul_p, make_program
 from .util import map_subprograms, with_eqns
 
 
@@ -82,12 +90,13 @@ def _fuse(eqns, outvars, validate):
                 pos = di
             else:
                 continue
-            dot = _fold_operand_transposes(dot, eqns, producer)
-            program = make_program(dot, sub, j, emit)
-            if not validate(program):
+            found = _validated(validate, dot, eqns, producer,
+                               lambda views: make_program(dot, sub, j, emit, views))
+            if found is None:
                 continue
+            bases, program = found
             outs = ([v] if emit else []) + list(g.outvars)
-            ins = list(dot.invars) + [u for k, u in enumerate(g.invars) if k != j]
+            ins = bases + [u for k, u in enumerate(g.invars) if k != j]
             new = Equation(fused_matmul_p, ins, outs,
                            {"program": program, "name": "matmul_" + g.params["name"]})
             eqns[di] = eqns[gi] = None
@@ -100,36 +109,50 @@ def _fuse(eqns, outvars, validate):
                                      | {pos})
             done = True
             break
+    for di, dot in enumerate(eqns):   # the products left alone: kernels of their own
+        if dot is None or dot.primitive.name != "dot_general" \
+                or not all(isinstance(u, Var) for u in dot.invars):
+            continue
+        found = _validated(validate, dot, eqns, producer,
+                           lambda views: make_program(dot, None, views=views))
+        if found is not None:
+            eqns[di] = Equation(fused_matmul_p, found[0], list(dot.outvars),
+                                {"program": found[1], "name": "matmul"})
+            done = True
     return [e for e in eqns if e is not None] if done else None
 
 
-def _fold_operand_transposes(dot, eqns, producer):
-    """``dot`` reading ``transpose(a)`` reads ``a`` instead, with its dimension numbers mapped
-    through the permutation (the backend then passes a BLAS trans flag instead of copying the
-    strided view). Kept when the permutation would reorder the operand's free dims (the output
-    layout would change)."""
-    (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
-    dims = [[lc, lb], [rc, rb]]
-    invars = list(dot.invars)
-    changed = False
-    for side, v in enumerate(dot.invars):
-        k = producer.get(v) if isinstance(v, Var) else None
-        t = eqns[k] if k is not None else None
-        if t is None or t.primitive.name != "transpose" or not isinstance(t.invars[0], Var):
-            continue
-        perm = tuple(t.params["permutation"])
-        c, b = dims[side]
-        free = [i for i in range(len(perm)) if i not in c and i not in b]
-        mapped = [perm[i] for i in free]
-        if mapped != sorted(mapped):
-            continue
-        dims[side] = [tuple(perm[i] for i in c), tuple(perm[i] for i in b)]
-        invars[side] = t.invars[0]
-        changed = True
-    if not changed:
-        return dot
-    dn = ((dims[0][0], dims[1][0]), (dims[0][1], dims[1][1]))
-    return Equation(dot.primitive, invars, dot.outvars, dict(dot.params, dimension_numbers=dn))
+def _validated(validate, dot, eqns, producer, make):
+    """``(operand buffers, sub-Program)`` of the first variant the backend accepts: reading the
+    operands through their view chains, else the operands themselves; None if neither."""
+    bases, views = _operand_views(dot, eqns, producer)
+    variants = [(bases, views)]
+    if any(views):
+        variants.append((list(dot.invars), ((), ())))
+    for ins, vs in variants:
+        program = make(vs)
+        if validate(program):
+            return ins, program
+    return None
+
+
+def _operand_views(dot, eqns, producer):
+    """``(bases, views)``: for each operand of ``dot``, the buffer it is a view of and the chain
+    of view equations (in order) from that buffer to the operand ((): the operand itself)."""
+    bases, views = [], []
+    for v in dot.invars:
+        chain = []
+        while isinstance(v, Var):
+            k = producer.get(v)
+            e = eqns[k] if k is not None else None
+            if e is None or e.primitive.name not in OPERAND_VIEWS or len(e.invars) != 1 \
+                    or not isinstance(e.invars[0], Var):
+                break
+            chain.append(e)
+            v = e.invars[0]
+        bases.append(v)
+        views.append(tuple(chain[::-1]))
+    return bases, tuple(views)
 
 
 def _inline(eqn):

@@ -1,83 +1,77 @@
-"""How Starling's threads share the CPUs.
+"""How Starling's threads share the CPUs: the one native thread pool (native/pool.cpp).
 
-``available_cpus()`` is what this process may really use: the affinity mask, capped by a
-cgroup CPU quota (containers), not ``os.cpu_count()``. Device worker threads (in-process
-sharding) split them: each calls ``enter_device_thread()``, which limits BLAS to their share,
-so that N devices running GEMMs at once do not run N x (BLAS threads) on the cores
-(oversubscription costs far more than it gains on a shared machine).
+Everything Starling runs natively -- fused kernels, GEMM tiles (native/gemm.cpp, eager and
+compiled), random streams -- takes its threads from ONE pool in ``starling._native``; BLAS is
+not called, so there is never a second pool competing for the cores.
 
-Caveat (measured): NumPy's bundled OpenBLAS exports ``openblas_set_num_threads_local`` but it
-sets the process-wide count, so once in-process devices run, BLAS calls anywhere in the
-process use the devices' share of the CPUs.
+* ``available_cpus()``: what this process may really use: the affinity mask, capped by a cgroup
+  CPU quota (containers), not ``os.cpu_count()``.
+* ``pool_size()`` / ``set_pool_size(n)``: the pool's threads, the calling thread included;
+  ``available_cpus()`` unless ``$STARLING_NUM_THREADS`` says otherwise.
+* Shares: each thread that starts parallel work may use at most its share of the pool
+  (``set_thread_share``). In-process device worker threads (sharding) call
+  ``enter_device_thread()``: each gets ``pool_size() // local devices`` (at least 1), so N
+  devices running kernels at once use the one pool between them instead of N x the cores.
+
+Why a pool of our own rather than OpenMP's: a parallel call hands out chunks from a shared
+counter and waits only for chunks already started, so a helper thread the OS has descheduled (a
+busy machine) costs nothing unless it holds a chunk; an OpenMP region's closing barrier waits for
+every member of the team, and its threads with BLAS's own pool oversubscribed the cores (measured
+in benchmarks/models.py, "under load"; figures in the module docstring of native/pool.cpp's
+Python users: src/lowering/backends/cpp_codegen.py).
+
+NumPy's bundled OpenBLAS is left alone: its ``openblas_set_num_threads_local`` is process-global
+in OpenBLAS's pthreads builds (it calls ``openblas_set_num_threads``), so setting it per thread
+would change the thread count of every NumPy call in the process.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
-import os
+
+from ... import _native
 
 
 @functools.lru_cache(maxsize=None)
 def available_cpus() -> int:
     """CPUs this process may use: the affinity mask, capped by a cgroup v2/v1 CPU quota."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        n = os.cpu_count() or 1
-    quota = _cgroup_quota()
-    if quota is not None:
-        n = max(1, min(n, int(quota + 0.5) or 1))
-    return max(1, n)
+    return int(_native.available_cpus())
 
 
-def _cgroup_quota():
-    try:
-        with open("/sys/fs/cgroup/cpu.max") as f:
-            q, period = f.read().split()[:2]
-            if q != "max":
-                return int(q) / int(period)
-    except (OSError, ValueError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as f:
-            q = int(f.read())
-        with open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as f:
-            period = int(f.read())
-        if q > 0 and period > 0:
-            return q / period
-    except (OSError, ValueError):
-        pass
-    return None
+def pool_size() -> int:
+    """Threads of the pool, the calling thread included."""
+    return int(_native.pool_size())
 
 
-@functools.lru_cache(maxsize=None)
-def _blas_local_setter():
-    """OpenBLAS's per-thread ``openblas_set_num_threads_local`` from NumPy's bundled library
-    (found through NumPy's extension module, which links it), or None."""
-    try:
-        import numpy.linalg._umath_linalg as m
-        lib = ctypes.CDLL(m.__file__)
-        fn = lib.openblas_set_num_threads_local
-    except (OSError, AttributeError, ImportError):
-        return None
-    fn.argtypes = [ctypes.c_int]
-    fn.restype = ctypes.c_int
-    return fn
+def set_pool_size(n: int) -> None:
+    """Sets the pool's threads (the calling thread included).
+
+    Raises:
+        ValueError: ``n`` is not a positive int.
+    """
+    if type(n) is not int or n < 1:
+        raise ValueError(f"set_pool_size: n must be a positive int, got {n!r}")
+    _native.set_pool_size(n)
 
 
-def set_blas_threads(n: int) -> bool:
-    """Limits BLAS to ``n`` threads (per calling thread where the library supports it; the
-    OpenBLAS bundled with NumPy applies it process-wide); False when there is no control."""
-    fn = _blas_local_setter()
-    if fn is None:
-        return False
-    fn(max(1, int(n)))
-    return True
+def set_thread_share(n: int) -> None:
+    """Threads a parallel call started from the calling thread may use (0: the whole pool).
+
+    Raises:
+        ValueError: ``n`` is not a non-negative int.
+    """
+    if type(n) is not int or n < 0:
+        raise ValueError(f"set_thread_share: n must be a non-negative int, got {n!r}")
+    _native.set_thread_share(n)
+
+
+def thread_share() -> int:
+    """Threads a parallel call started from the calling thread may use."""
+    return int(_native.thread_share())
 
 
 def enter_device_thread() -> None:
-    """Called by each in-process device worker thread when it starts: its BLAS calls use its
-    share of the CPUs (``available_cpus() // local devices``, at least 1)."""
+    """Called by each in-process device worker thread when it starts: its parallel work uses its
+    share of the pool, ``pool_size() // local devices`` (at least 1; following later changes
+    of the pool size)."""
     from ...arrays import device as _device
-    share = max(1, available_cpus() // max(1, _device.local_device_count()))
-    set_blas_threads(share)
+    _native.set_thread_divisor(max(1, _device.local_device_count()))

@@ -3,7 +3,8 @@
 Primitive ``scan`` takes ``(*consts, *init, *xs)`` and holds the body Program
 ``(consts, carry, x) -> (carry, y)``. Rules: JVP scans the JVP'd body; partial evaluation splits
 the body (reaching a fixed point of which carries are unknown) into a known scan that also emits
-per-iteration residuals and an unknown scan that consumes them; transposition runs the
+per-iteration residuals and an unknown scan that consumes them (residuals that are the body's
+consts or scanned slices are passed through, not stacked); transposition runs the
 transposed body in the opposite direction, accumulating cotangents of linear constants in the
 carry; vmap batches the body (all carries batched).
 """
@@ -19,6 +20,7 @@ from ...arrays.ops import rules as R
 from ...core import dtypes
 from ...core.ad_util import Zero, is_undefined, tangent_aval
 from ...core.avals import ShapedArray, is_symbolic
+from ...core.ir import Var
 from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
@@ -111,28 +113,65 @@ def _partial_eval(trace, args, params):
     k_consts = [a for a, u in zip(consts, u_c) if not u]
     k_carry = [a for a, u in zip(carry, u_k) if not u]
     k_xs = [a for a, u in zip(xs, u_x) if not u]
+    known, forwarded = _forward_residuals(known, nres, len(k_consts), len(k_carry))
     with set_current_trace(trace.parent):
         k_outs = scan_p.bind(*k_consts, *k_carry, *k_xs, body=known, length=params["length"],
                              reverse=params["reverse"], num_consts=len(k_consts),
                              num_carry=len(k_carry), unroll=params["unroll"])
     n_kc = len(k_carry)
     n_ky = sum(1 for u in out_u[nk:] if not u)
-    k_carry_out, k_ys, residuals = k_outs[:n_kc], k_outs[n_kc:n_kc + n_ky], k_outs[n_kc + n_ky:]
+    k_carry_out, k_ys, stacked = k_outs[:n_kc], k_outs[n_kc:n_kc + n_ky], k_outs[n_kc + n_ky:]
     u_consts = [a for a, u in zip(consts, u_c) if u]
     u_carry = [a for a, u in zip(carry, u_k) if u]
     u_xs = [a for a, u in zip(xs, u_x) if u]
+    # Residuals that are the known body's consts enter the unknown scan as consts, those that
+    # are its scanned slices as the same xs; the others as the stacked outputs of the known scan.
+    stacked = iter(stacked)
+    res_consts, res_xs, c_idx, x_idx = [], [], [], []
+    for j, (kind, i) in enumerate(forwarded):
+        if kind == "const":
+            res_consts.append(k_consts[i])
+            c_idx.append(j)
+        else:
+            res_xs.append(k_xs[i] if kind == "xs" else next(stacked))
+            x_idx.append(j)
     # unknown body invars: (res, u_consts, u_carry, u_xs) -> scan layout (consts, carry, xs)
     r, a, b = nres, len(u_consts), len(u_carry)
-    order = list(range(r, r + a)) + list(range(r + a, r + a + b)) + list(range(r)) + \
+    order = c_idx + list(range(r, r + a)) + list(range(r + a, r + a + b)) + x_idx + \
         list(range(r + a + b, len(unknown.invars)))
     u_body = P.permute(unknown, order)
-    u_outs = trace.stage(scan_p, [*u_consts, *u_carry, *residuals, *u_xs],
+    u_outs = trace.stage(scan_p, [*res_consts, *u_consts, *u_carry, *res_xs, *u_xs],
                          dict(body=u_body, length=params["length"], reverse=params["reverse"],
-                              num_consts=a, num_carry=b, unroll=params["unroll"]))
+                              num_consts=len(res_consts) + a, num_carry=b,
+                              unroll=params["unroll"]))
     u_carry_out, u_ys = u_outs[:b], u_outs[b:]
     kc, uc, ky, uy = iter(k_carry_out), iter(u_carry_out), iter(k_ys), iter(u_ys)
     return [next(uc) if u else next(kc) for u in u_k] + \
         [next(uy) if u else next(ky) for u in out_u[nk:]]
+
+
+def _forward_residuals(known, nres, n_consts, n_carry):
+    """The known body without the residual outputs that are its own inputs, and per residual
+    ``("const", i)`` (known const i: loop-invariant, passed to the unknown scan once, as JAX
+    does), ``("xs", i)`` (known scanned input i: its slice is already stacked, as ``xs[i]``) or
+    ``("stacked", None)`` (a per-iteration value the known scan stacks). Stacking a
+    loop-invariant residual would copy it once per iteration (an RNN's weight matrices: length
+    x the weights, per gradient step)."""
+    n_out = len(known.outvars) - nres
+    pos = {v: i for i, v in enumerate(known.invars)}
+    forwarded, keep = [], list(range(n_out))
+    for j, v in enumerate(known.outvars[n_out:]):
+        i = pos.get(v) if isinstance(v, Var) else None
+        if i is not None and i < n_consts:
+            forwarded.append(("const", i))
+        elif i is not None and i >= n_consts + n_carry:
+            forwarded.append(("xs", i - n_consts - n_carry))
+        else:
+            forwarded.append(("stacked", None))
+            keep.append(n_out + j)
+    if len(keep) < len(known.outvars):
+        known = P.permute(known, None, keep)
+    return known, forwarded
 
 
 def _transpose(cts, *args, body, length, reverse, num_consts, num_carry, unroll):
