@@ -4,6 +4,10 @@ import os
 # (e.g. (4,), (2, 2), (2, 2, 2)). The count is read once, when the devices are first listed: it
 # must be set before any test runs.
 os.environ.setdefault("STARLING_NUM_CPU_DEVICES", "8")
+# One thread of Starling's pool per pytest-xdist worker (the workers already fill the cores);
+# the tests of thread-count independence set their own counts.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("STARLING_NUM_THREADS", "1")
 
 import numpy as np
 import pytest

@@ -341,6 +341,20 @@ def test_hypothesis_sweep(compiled, dt):
     sweep()
 
 
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_arccosh_of_zero_plus_i_nan_ignores_the_nan_sign(compiled, dt):
+    # found by the sweep: acosh(+-0 + i nan) = nan + i pi/2 (C library, NumPy), also when the
+    # NaN has its sign bit set (the rule "sign of Im z" must not read a NaN's sign)
+    name = np.dtype(dt).name
+    zs = _points(dt).copy()
+    zs[:4] = np.array([complex(0.0, np.nan), complex(0.0, -np.nan), complex(-0.0, -np.nan),
+                       complex(-0.0, np.nan)], dt)
+    assert np.signbit(zs[1].imag) and not np.signbit(zs[0].imag)
+    got = _run(compiled, ("unary", name), zs)[FUNCS.index("arccosh")][:4]
+    assert np.isnan(got.real).all()
+    np.testing.assert_array_equal(got.imag, np.full(4, np.pi / 2, np.dtype(dt).type(0).real.dtype))
+
+
 def test_accuracy_against_mpmath(compiled):
     mp = pytest.importorskip("mpmath")
     mp.mp.prec = 300

@@ -406,9 +406,11 @@ def c_acos(x, y):
 
 
 def c_acosh(x, y):
-    """``i acos z`` where ``Im z`` has its sign bit clear, else ``-i acos z``."""
+    """``i acos z`` where ``Im z`` has its sign bit clear or is NaN, else ``-i acos z``
+    (the C library gives ``acosh(+-0 + i nan) = nan + i pi/2`` whatever the NaN's sign bit)."""
     re, im = c_acos(x, y)
-    neg = copysign(1.0, y) < 0.0     # signbit(y) (which GCC does not vectorise for double)
+    # signbit(y) (which GCC does not vectorise for double), NaN counted as positive
+    neg = (copysign(1.0, y) < 0.0) & ~isnan(y)
     return where(neg, im, -im), where(neg, -re, re)
 
 
