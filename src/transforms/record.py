@@ -64,6 +64,7 @@ class Retrace(Exception):
 # of fingerprints). It never binds: ``replay`` applies it.
 call_record_p = Primitive("call_record", multiple_results=True, family="autodiff")
 call_record_p.meta["applied"] = True
+call_record_p.meta["never_bound"] = "a recording's note of a custom call, applied by replay"
 
 
 class _Live:
