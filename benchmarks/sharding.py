@@ -2,7 +2,7 @@
 
 Cases (float32):
   (a) matmul    4096 x 4096 @ 4096 x 4096, rows of x split over 2 devices (w replicated), one
-                BLAS thread per device, vs the same compiled matmul on 1 device with 1 BLAS
+                thread per device (Starling's pool and BLAS), vs the same compiled matmul on 1 device with 1 BLAS
                 thread (target: >= 1.6x)                                         (ms per call)
   (b) mlp       training step of the 784-512-512-10 MLP (batch 256, value_and_grad + SGD),
                 data parallel over 2 devices vs 1 device                        (steps/s)
@@ -101,7 +101,10 @@ WORKER = textwrap.dedent('''
 
 
 def start(case, ndev, blas_threads=1):
+    # one thread per device: Starling's pool (its GEMM and kernels; each device thread gets
+    # pool size // devices) and BLAS alike, so 2 devices vs 1 measures the sharding
     env = dict(os.environ, STARLING_NUM_CPU_DEVICES=str(max(ndev, 1)),
+               STARLING_NUM_THREADS=str(max(ndev, 1)),
                OPENBLAS_NUM_THREADS=str(blas_threads), OMP_NUM_THREADS=str(max(ndev, 1)))
     p = subprocess.Popen([sys.executable, "-c", WORKER, case, str(ndev)], env=env, text=True,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE)

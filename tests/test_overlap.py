@@ -40,3 +40,33 @@ def test_collectives_start_early_wait_late_and_stay_correct():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=300)
     assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]
+
+
+def test_small_collectives_run_inline_in_order_with_threaded_ones():
+    # collectives of <= 64 KiB per device run in the device's own thread when nothing it started
+    # is in flight; a small one started while a large one is on the communication thread waits
+    # its turn there (out of order, the devices would pair different collectives)
+    code = textwrap.dedent("""
+        import numpy as np, starling as st, starling.numpy as snp
+        from starling.sharding import make_mesh, P
+        from starling import lax
+        mesh = make_mesh((2,), ("i",))
+        def f(big, small):
+            b = lax.psum(big, "i")                 # 256 KiB per device: threaded
+            s = lax.psum(small, "i")               # started while b may be in flight
+            s2 = lax.pmax(s * 2.0, "i")            # nothing in flight after b's wait: inline
+            return b + s2.sum(), s
+        sm = st.compile(st.shard_map(f, mesh, in_specs=(P("i"), P("i")),
+                                     out_specs=(P("i"), P("i"))))
+        big = np.arange(2 * 65536, dtype=np.float32); small = np.arange(8, dtype=np.float32)
+        for _ in range(3):
+            b, s = sm(big, small)
+        bs, ss = big.reshape(2, -1).sum(0), small.reshape(2, -1).sum(0)
+        assert np.array_equal(np.asarray(s), np.tile(ss, 2))
+        assert np.array_equal(np.asarray(b), np.tile(bs + (2 * ss).sum(), 2))
+        print("OK")
+    """)
+    env = dict(os.environ, STARLING_NUM_CPU_DEVICES="2")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=300)
+    assert out.returncode == 0 and "OK" in out.stdout, out.stderr[-3000:]

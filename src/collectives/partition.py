@@ -43,6 +43,11 @@ _CHANGE_PENALTY = 1e-3   # prefer keeping layouts among equally cheap strategies
 # Each collective also costs a fixed latency, counted as this many bytes: one all_reduce beats a
 # reduce_scatter followed by an all_gather of the same bytes.
 _LATENCY_BYTES = 16384
+# Work done on every device of an axis (an equation run replicated there) counts as bytes too:
+# moving one byte (in-process copy ~10 GB/s, MPI less) costs about what this many flops do on a
+# core, so gathering a product's operands to compute it whole on each device loses to computing
+# it split and reducing the result (data-parallel weight gradients).
+_FLOPS_PER_BYTE = 8.0
 
 
 def _log():
@@ -88,6 +93,16 @@ def _local_bytes(aval, sharding, device):
         aval.dtype.itemsize
 
 
+def _work_bytes(eqn, in_avals, out_avals):
+    """The equation's arithmetic, in byte-equivalents (``_FLOPS_PER_BYTE``): a contraction's
+    2 * outputs * contracted size, else one operation per output element."""
+    out = sum(int(np.prod(a.shape, dtype=np.int64)) for a in out_avals)
+    if eqn.primitive.name == "dot_general" and len(in_avals) == 2:
+        (lc, _), _ = eqn.params["dimension_numbers"]
+        out *= 2 * int(np.prod([in_avals[0].shape[d] for d in lc], dtype=np.int64))
+    return out / _FLOPS_PER_BYTE
+
+
 def _candidates(eqn, in_avals, out_avals):
     prim = eqn.primitive
     rule = prim.sharding
@@ -125,6 +140,18 @@ def _choose(eqn, cur, mesh, hints=()):
         return _transition_cost(have, _placement_on(h, axis, len(a.shape)),
                                 _local_bytes(a, h, dev0), k)
 
+    work = _work_bytes(eqn, in_avals, out_avals)
+
+    def repeated_work(axis, k, c):
+        # a candidate replicated on this axis (no operand or result split or pending there)
+        # while an operand is split there does the whole work on each of its k devices
+        outs, ins = cands[c]
+        if all(p.is_replicate() for p in outs + ins) and any(
+                not _placement_on(cur[i][0], axis, len(a.shape)).is_replicate()
+                for i, a in enumerate(in_avals)):
+            return work * (k - 1) / k
+        return 0.0
+
     def new_split(axis, outs):
         # results split (or pending) on an axis where no operand is: only when wanted
         if all(p.is_replicate() for p in outs) or any(
@@ -139,7 +166,7 @@ def _choose(eqn, cur, mesh, hints=()):
         ranked = sorted(range(len(cands)), key=lambda c: (
             sum(cost_on(axis, k, i, w) for i, w in enumerate(cands[c][1]))
             + sum(later(axis, k, j, o) for j, o in enumerate(cands[c][0]))
-            + new_split(axis, cands[c][0]), c))
+            + new_split(axis, cands[c][0]) + repeated_work(axis, k, c), c))
         per_axis.append([cands[c] for c in ranked])
     # the best per axis; if it does not fit the local shapes, the next best axis by axis, then
     # everything replicated
