@@ -83,6 +83,10 @@ def initialize(timeout: float | None = None):
     MPI = mpi()
     if not MPI.Is_initialized():
         MPI.Init_thread(MPI.THREAD_MULTIPLE)
+    # collectives allocate their (immutable) results anew each call: keep freed blocks for
+    # reuse instead of faulting fresh pages in (src/lowering/runtime/malloc.py)
+    from ..lowering.runtime.malloc import keep_freed_memory
+    keep_freed_memory()
     comm = MPI.COMM_WORLD.Dup()
     comm.Set_errhandler(MPI.ERRORS_RETURN)
     rank, size = comm.Get_rank(), comm.Get_size()

@@ -410,6 +410,11 @@ def _worker(device):
         with _WORKERS_LOCK:
             w = _WORKERS.get(device)
             if w is None:
+                if not _WORKERS:
+                    # SPMD runs allocate every device's (immutable) results anew each call:
+                    # keep freed blocks for reuse (src/lowering/runtime/malloc.py)
+                    from ...lowering.runtime.malloc import keep_freed_memory
+                    keep_freed_memory()
                 w = _WORKERS[device] = _Worker(device)
                 w.start()
     return w
