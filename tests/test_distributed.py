@@ -182,3 +182,38 @@ def test_distributed_errors_before_initialize():
             "try:\n    d.all_reduce(1.0)\nexcept d.DistributedError as e:\n    print('ERR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "ERR starling.distributed is not initialized" in out.stdout, out.stderr
+
+
+def test_members_that_disagree_get_a_clear_error_not_a_wrong_result(tmp_path):
+    # MPI moves bytes: without the agreement check these gave reinterpreted bits, a sum over
+    # different shapes, half-received broadcasts, uninitialised tails or MPI_ERR_TRUNCATE
+    proc = run_job(tmp_path, 2, """
+        import pytest
+        def raises(fn, *parts):
+            with pytest.raises(ValueError) as e:
+                fn()
+            for p in parts:
+                assert p in str(e.value), str(e.value)
+        raises(lambda: dist.all_reduce(snp.ones(3, dtype=snp.float32 if r == 0 else snp.int32)),
+               "all_reduce", "rank 0: all_reduce(op=sum) of float32[3]",
+               "rank 1: all_reduce(op=sum) of int32[3]")
+        raises(lambda: dist.all_reduce(snp.ones((2, 3) if r == 0 else (3, 2))),
+               "float32[2, 3]", "float32[3, 2]")
+        raises(lambda: dist.all_reduce(snp.ones(3), op="sum" if r == 0 else "max"),
+               "op=sum", "op=max")
+        raises(lambda: dist.broadcast(snp.ones(3 if r == 0 else 4), 0), "broadcast",
+               "float32[4]")
+        raises(lambda: dist.all_gather(snp.ones(2 if r == 0 else 3)), "all_gather")
+        if r == 0:
+            for m in (snp.ones(3), snp.ones(3), snp.arange(3.0)):
+                dist.send(m, 1)
+        else:
+            raises(lambda: dist.recv(snp.zeros(5), 0), "rank 0 of group world sent float32[3]",
+                   "receives float32[5]")
+            raises(lambda: dist.recv(snp.zeros(3, dtype=snp.int32), 0), "receives int32[3]")
+            close(dist.recv(snp.zeros(3), 0), [0.0, 1.0, 2.0])   # streams stay paired
+        # the group is fine afterwards
+        close(dist.all_reduce(snp.ones(2)), [2.0, 2.0])
+        print(f"rank {r} OK")
+    """)
+    assert_ranks_ok(proc, 2)

@@ -26,6 +26,7 @@ from ..arrays.convert import operand
 from ..collectives.runtime.context import set_collective_timeout
 from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
 from . import arrival, flight_recorder, runtime
+from .agreement import agreed, recv_checked, send_with_header
 from .failures import complete, detect_failures, guarded, mpi_error, timed_out
 from .hooks import run_post, run_pre
 from .mpi_types import mpi_op, mpi_view
@@ -242,6 +243,11 @@ def _call(op, group, x, timeout, async_op, start, finish, blocking=None, **recor
     details (``params``; ``kind``, ``peer``, ``tag`` of messages)."""
     run_pre(op, group, x)
     t = _timeout(group, timeout)
+    if not record.get("kind") and op != "barrier" and t is None and not async_op:
+        # a collective: check that the members agree first (not under a timeout, nor for a
+        # Work whose wait may time out: a collective given up on must stay one MPI operation,
+        # which the late members still complete)
+        start, blocking = agreed(op, group, x, record.get("params"), start, blocking)
     shapes, dtype = getattr(x, "shape", ()), getattr(x, "dtype", None)
     if not async_op:
         guarded(op, group.comm, t, start, shapes=shapes, dtype=dtype, blocking=blocking,
@@ -398,7 +404,9 @@ def send(x, dst, group=None, tag=0, timeout=None):
     g = _group(group)
     dst = peer_rank(g, dst, "dst", "send")
     a, b = _buf(x, "send")
-    _call("send", g, b, timeout, False, lambda: g.comm.Isend(mpi_view(b), dest=dst, tag=tag),
+    _call("send", g, b, timeout, False,
+          lambda: send_with_header(g, b, dst, tag,
+                                   lambda: g.comm.Isend(mpi_view(b), dest=dst, tag=tag)),
           lambda: None, kind="send", peer=dst, tag=tag)
 
 
@@ -415,8 +423,9 @@ def recv(like, src, group=None, tag=0, timeout=None):
         out = np.empty(shape, dtype)
     else:
         out = np.empty_like(np.asarray(operand(like, "recv")))
-    _call("recv", g, out, timeout, False, lambda: g.comm.Irecv(mpi_view(out), source=src,
-                                                               tag=tag),
+    _call("recv", g, out, timeout, False,
+          lambda: recv_checked(g, out, src, tag,
+                               lambda: g.comm.Irecv(mpi_view(out), source=src, tag=tag)),
           lambda: None, kind="recv", peer=src, tag=tag)
     return wrap(out)
 

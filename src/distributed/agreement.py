@@ -1,0 +1,132 @@
+"""Checks that the members of an eager collective, and the two ends of a message, agree on
+what they pass: MPI moves bytes, so a shape or dtype that differs between ranks gives a wrong
+result or a raw truncation error, never a clear one.
+
+* Collectives: before the payload, one all-reduce of a 56-bit fingerprint of ``(op, params,
+  dtype, shape)`` (its maximum and the maximum of its negation: equal fingerprints everywhere
+  iff max == -max(-h)); on a difference every member gathers the others' descriptions and raises
+  the same ValueError naming each rank's call.
+* Messages: ``send`` passes a header (dtype name and shape) on a duplicate of the group's
+  communicator with the same tag, so the k-th header pairs with the k-th payload; ``recv``
+  compares it with what it was asked to receive before receiving the payload.
+
+A collective pays one extra small all-reduce (a few microseconds to tens of microseconds), a
+message one small extra message. Collectives under a timeout (``set_timeout`` / ``timeout=``)
+and asynchronous ones (``async_op=True``: their ``Work.wait`` may time out) are not checked: one given up on must remain a single MPI operation that late members still
+complete (src/distributed/failures.py); the flight recorder's compare tool finds mismatches
+there.
+"""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from . import runtime
+from .requests import Chain, Requests
+
+_HEADER = 24   # int64 words: dtype name (16 bytes), ndim, up to 21 dims
+
+
+def describe(op, x, params=None) -> str:
+    """``op(params) of dtype[shape]``: what one member passes."""
+    args = ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()) if k != "mode")
+    return f"{op}({args}) of {np.dtype(x.dtype).name}{list(np.shape(x))}"
+
+
+def agreed(op, group, x, params, start, blocking):
+    """``(start, blocking)`` of the collective preceded by the agreement check (see module
+    docstring); ``blocking`` None stays None.
+
+    Raises (from the returned callables / requests):
+        ValueError: the members passed different shapes, dtypes or arguments (names each
+            rank's call).
+    """
+    MPI = runtime.mpi()
+    mine = describe(op, x, params)
+    h = int.from_bytes(hashlib.blake2b(mine.encode(), digest_size=7).digest(), "little")
+    send = np.array([h, -h], np.int64)
+    got = np.empty(2, np.int64)
+
+    def verify():
+        if got[0] != -got[1]:
+            calls = group.comm.allgather(mine)
+            raise ValueError(
+                f"{op}: the members of group {group.name} (world ranks {group.ranks}) called "
+                "it with different shapes, dtypes or arguments: " +
+                "; ".join(f"rank {r}: {c}" for r, c in enumerate(calls)) +
+                "; every member must pass the same")
+
+    def checked_start():
+        return Chain(lambda: group.comm.Iallreduce(send, got, op=MPI.MAX),
+                     lambda: (verify(), start())[1])
+
+    def checked_blocking():
+        group.comm.Allreduce(send, got, op=MPI.MAX)
+        verify()
+        return blocking()
+    return checked_start, (checked_blocking if blocking is not None else None)
+
+
+def _header_comm(group):
+    comm = getattr(group, "_header_comm", None)
+    if comm is None or comm.py2f() == runtime.mpi().COMM_NULL.py2f():
+        comm = group.comm.Dup()
+        comm.Set_errhandler(runtime.mpi().ERRORS_RETURN)
+        group._header_comm = comm
+    return comm
+
+
+def header(x) -> np.ndarray:
+    """The message header of ``x``: its dtype name and shape as int64 words."""
+    shape = np.shape(x)
+    if len(shape) > _HEADER - 3:
+        raise ValueError(f"send: arrays of more than {_HEADER - 3} dims are not supported, got "
+                         f"shape {shape}")
+    h = np.zeros(_HEADER, np.int64)
+    name = np.dtype(x.dtype).name.encode()[:16].ljust(16, b"\0")
+    h[:2] = np.frombuffer(name, np.int64)
+    h[2] = len(shape)
+    h[3:3 + len(shape)] = shape
+    return h
+
+
+def _unpack(h):
+    name = h[:2].tobytes().rstrip(b"\0").decode(errors="replace")
+    return name, tuple(int(d) for d in h[3:3 + int(h[2])])
+
+
+def send_with_header(group, x, dst, tag, start_payload):
+    """The request of the header and the payload (``start_payload()``) of a message."""
+    h = header(x)
+    hreq = _header_comm(group).Isend(h, dest=dst, tag=tag)
+    return Requests([hreq, start_payload()])
+
+
+def recv_checked(group, out, src, tag, start_payload):
+    """A request receiving the header, checking it against ``out`` and then the payload.
+
+    Raises (from the request):
+        ValueError: the sender sent another dtype or shape (names both).
+    """
+    h = np.empty(_HEADER, np.int64)
+
+    def verify_then_payload():
+        name, shape = _unpack(h)
+        want = (np.dtype(out.dtype).name, tuple(out.shape))
+        if (name, shape) != want:
+            _discard(group, src, tag)   # the next recv must pair with the next message
+            raise ValueError(f"recv: rank {src} of group {group.name} sent {name}{list(shape)}, "
+                             f"but this rank receives {want[0]}{list(want[1])}; send and recv "
+                             "must agree on the dtype and shape")
+        return start_payload()
+    return Chain(lambda: _header_comm(group).Irecv(h, source=src, tag=tag), verify_then_payload)
+
+
+def _discard(group, src, tag):
+    """Receives and drops the payload of the message whose header did not match."""
+    MPI = runtime.mpi()
+    status = MPI.Status()
+    group.comm.Probe(source=src, tag=tag, status=status)
+    scratch = np.empty(status.Get_count(MPI.BYTE), np.uint8)
+    group.comm.Recv([scratch, MPI.BYTE], source=src, tag=tag)
