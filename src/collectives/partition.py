@@ -29,7 +29,7 @@ import numpy as np
 
 from ..arrays.array import wrap
 from ..core.avals import ShapedArray
-from ..core.ir import Literal, Program, eval_program
+from ..core.ir import Literal, Program, eval_program, inline_custom_calls
 from ..core.placements import REPLICATE
 from ..core.trace import EVAL_TRACE, new_trace, set_current_trace
 from ..transforms.stage import StagingTrace
@@ -449,6 +449,9 @@ def partition(prog: Program, in_shardings, out_shardings=None, keep_partial=Fals
         ValueError: shardings on different meshes, or that do not fit the inputs' shapes.
     """
     in_shardings = list(in_shardings)
+    # no derivative is taken after partitioning: staged custom calls run their function, whose
+    # primitives have strategies
+    prog = inline_custom_calls(prog)
     meshes = {s.mesh for s in in_shardings} | {s.mesh for s in (out_shardings or ()) if s}
     if len(meshes) != 1:
         raise ValueError(f"partition: the shardings use {len(meshes)} different meshes; every "
