@@ -35,16 +35,9 @@ import time
 
 import numpy as np
 
-SIZES, BATCH, LR = (784, 512, 512, 10), 128, 0.01
-
-
-def _data():
-    rng = np.random.default_rng(0)
-    params = [((rng.normal(size=(m, n)) / np.sqrt(m)).astype(np.float32),
-               np.zeros(n, np.float32)) for m, n in zip(SIZES[:-1], SIZES[1:])]
-    x = rng.normal(size=(BATCH, SIZES[0])).astype(np.float32)
-    y = np.eye(SIZES[-1], dtype=np.float32)[rng.integers(0, SIZES[-1], BATCH)]
-    return params, x, y
+# the same MLP, data and step size as benchmarks/models.py's MLP case (this folder is on
+# sys.path when a benchmark runs as a script)
+from models import BATCH, LR, SIZES, mlp_data as _data  # noqa: E402,F401
 
 
 def _starling():
