@@ -117,7 +117,9 @@ def test_stuck_device_does_not_hold_the_timeout_back(dumps):
     assert e.missing == (DEVS[3],)
     assert "timed out after 0.3 s" in str(e) and str(dumps) in str(e)
     log = DebugMode.load_logs(dumps / f"{NAMES[0]}.json")   # as it was when the dump ran
-    assert [r["state"] for r in log.records] in (["timeout"], ["started"])
+    # device 0 timed out itself, or was aborted by a peer that timed out first (an aborted
+    # record rewrites the dump), or the dump ran before either was recorded
+    assert [r["state"] for r in log.records] in (["timeout"], ["aborted"], ["started"])
     assert "has no record of it" in str(dfr.compare(dumps).first)
     woke.wait()   # let the sleeper finish before the next test uses its device
 
