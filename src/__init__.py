@@ -27,6 +27,7 @@ from .arrays.device import (Device, device_count, device_put, devices,  # noqa: 
 from . import config  # noqa: E402,F401
 from .arrays import numpy  # noqa: E402,F401
 from .arrays.numpy import fft as _fft, linalg as _linalg  # noqa: E402
+from . import linalg  # noqa: E402,F401
 
 _sys.modules[__name__ + ".numpy"] = numpy
 _sys.modules[__name__ + ".numpy.fft"] = _fft

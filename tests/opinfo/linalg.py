@@ -1,4 +1,4 @@
-"""OpInfos of starling.numpy.linalg (src/arrays/ops/linalg_basic.py and src/arrays/numpy/linalg.py).
+"""OpInfos of starling.numpy.linalg (src/linalg/ and src/arrays/numpy/linalg.py).
 
 References are NumPy's LAPACK routines. Starling computes integer input in float32 and
 float16 / bfloat16 in float32 rounded back (documented), so the references do the same: see
@@ -359,7 +359,7 @@ def _trace_dtype(dt, sample):
 L = "linalg."
 register(
     # det: real rank n-1 matrices get exact second derivatives (the SVD branch of the
-    # adjugate); complex ones only first derivatives (documented in linalg_basic.adjugate).
+    # adjugate); complex ones only first derivatives (documented in src/linalg/determinant.py, adjugate).
     OpInfo(L + "det", f32ref(_np("det")), WITH_INT, _square_samples(SQUARE), tols=TOLS,
            grad_samples=_nonsingular_first(_square_samples(SQUARE), _np("det"),
                                            keep_singular=lambda dt: dt.kind != "c")),

@@ -1,0 +1,238 @@
+"""Shared pieces of starling.linalg: the error and result types, input checks, the dtype
+policy and the helpers that the transformation rules are written with."""
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.ad_util import Zero, tangent_aval
+from ..arrays.array import Array, wrap
+from ..arrays.ops import shape_lax
+from ..arrays.ops.convert_element_type import convert_element_type
+from ..arrays.ops.elementwise_family import promote_operands
+from ..arrays.ops.rules import batch_size, bdim_to_front
+
+
+_LOW = frozenset((dtypes.float16, dtypes.bfloat16) + dtypes.LOW_PRECISION_FLOATS)
+
+
+class LinAlgError(ValueError):
+    """A linear-algebra routine failed on its input: a singular matrix for ``inv`` / ``solve``,
+    a matrix that is not positive definite for ``cholesky``. Subclasses ValueError (as NumPy's
+    ``numpy.linalg.LinAlgError``)."""
+
+
+class SlogdetResult(NamedTuple):
+    """``slogdet`` output: ``sign`` and ``logabsdet`` of shape ``(*batch,)``."""
+
+    sign: Any
+    logabsdet: Any
+
+
+class QRResult(NamedTuple):
+    """``qr`` output: ``Q`` ``(*batch, m, k)`` and ``R`` ``(*batch, k, n)``."""
+
+    Q: Any
+    R: Any
+
+
+class SVDResult(NamedTuple):
+    """``svd`` output: ``U``, singular values ``S`` (descending) and ``Vh``."""
+
+    U: Any
+    S: Any
+    Vh: Any
+
+
+class EighResult(NamedTuple):
+    """``eigh`` output: ascending ``eigenvalues`` and column ``eigenvectors``."""
+
+    eigenvalues: Any
+    eigenvectors: Any
+
+
+# ---- shared checks -----------------------------------------------------------------------------
+
+def _shape_str(shape):
+    return str(tuple(shape))
+
+
+def check_matrix(op, shape, square=False):
+    """Raises ValueError naming ``op`` unless ``shape`` is ``(*batch, m, n)`` (square if asked)."""
+    if len(shape) < 2:
+        raise ValueError(f"{op}: expected a stack of matrices of shape (..., m, n) with ndim >= 2, "
+                         f"got shape {_shape_str(shape)}")
+    if square and shape[-1] != shape[-2]:
+        raise ValueError(f"{op}: expected a stack of square matrices (..., n, n), got shape "
+                         f"{_shape_str(shape)} ({shape[-2]} != {shape[-1]})")
+
+
+def _check_inexact(op, aval):
+    if not dtypes.is_inexact(aval.dtype):
+        raise TypeError(f"{op}: expected a floating or complex dtype (promote first), got "
+                        f"{aval.dtype}")
+
+
+_NATIVE = frozenset((dtypes.float32, dtypes.float64, dtypes.complex64, dtypes.complex128))
+
+
+def as_inexact(op, x):
+    """``x`` as an operand of a floating/complex dtype (bool and ints -> float32)."""
+    if type(x) is Array and x._buf.dtype in _NATIVE:
+        return x
+    (x,) = promote_operands(op, (x,), "inexact")
+    return x
+
+
+def _low_precision(fn):
+    """Runs ``fn`` in float32 for half/low-precision floats and rounds float results back."""
+    def impl(*xs, **params):
+        xs = [np.asarray(x) for x in xs]
+        dt = xs[0].dtype
+        if dt not in _LOW:
+            return fn(*xs, **params)
+        out = fn(*[x.astype(np.float32) for x in xs], **params)
+        if isinstance(out, list):
+            return [o.astype(dt) for o in out]
+        return np.asarray(out).astype(dt)
+    impl.__name__ = fn.__name__
+    return impl
+
+
+def _lapack(op, fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except np.linalg.LinAlgError as e:
+        raise LinAlgError(_failure(op, str(e), np.shape(args[0]))) from None
+
+
+def _failure(op, what, shape):
+    shape = _shape_str(shape)
+    if "definite" in what:
+        return (f"{op}: a matrix of the stack of shape {shape} is not positive definite "
+                "(the Cholesky factorization, LAPACK potrf, hit a non-positive pivot)")
+    if "ingular" in what:
+        return (f"{op}: a matrix of the stack of shape {shape} is singular (LU factorization "
+                "with partial pivoting, LAPACK getrf, found an exact zero pivot)")
+    return f"{op}: LAPACK failed on input of shape {shape}: {what}"
+
+
+# ---- helpers for the transformation rules ------------------------------------------------------
+# Used by every family file. Masks and identities are constants in the REAL dtype of the value
+# they multiply, so that they never promote a tangent (complex64 * float32 stays complex64).
+
+def _snp():
+    from ..arrays.ops.linear import snp  # the namespace imports this module: look it up lazily
+    return snp
+
+
+def mT(x):  # noqa: N802
+    """Transpose of the last two dims (no conjugation); used by the linalg rules."""
+    nd = x.ndim
+    return shape_lax.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def conj(x):
+    """Complex conjugate of ``x`` (..., m, n); ``x`` itself for real dtypes (no copy)."""
+    return _snp().conj(x) if dtypes.is_complex(x.dtype) else x
+
+
+def mH(x):  # noqa: N802  (conjugate transpose)
+    """Conjugate transpose of the last two dims: (..., m, n) -> (..., n, m)."""
+    return conj(mT(x))
+
+
+def mm(a, b):
+    """Batched matrix product (..., m, k) @ (..., k, n) -> (..., m, n) (starling.numpy.matmul)."""
+    return _snp().matmul(a, b)
+
+
+def real(x):
+    """Real part of ``x``; ``x`` itself for real dtypes."""
+    return _snp().real(x) if dtypes.is_complex(x.dtype) else x
+
+
+def const(values, like):
+    """``values`` as a constant array in the real dtype of ``like``."""
+    return wrap(np.asarray(values, dtype=dtypes.real_dtype(like.dtype)), False)
+
+
+def tri(m, n, k, like, upper=False):
+    """Constant 0/1 mask of the lower (``upper``: upper) triangle from diagonal ``k`` on."""
+    ones = np.ones((m, n))
+    return const(np.triu(ones, k) if upper else np.tril(ones, k), like)
+
+
+def row(v):
+    """``v[..., None, :]``."""
+    return shape_lax.reshape(v, tuple(v.shape[:-1]) + (1, v.shape[-1]))
+
+
+def col(v):
+    """``v[..., :, None]``."""
+    return shape_lax.reshape(v, tuple(v.shape) + (1,))
+
+
+def diag_part(x):
+    """The main diagonal of the last two dims: (..., m, n) -> (..., min(m, n))."""
+    from ..arrays.ops.linear import _diagonal
+    return _diagonal(x, x.ndim - 2, x.ndim - 1)
+
+
+def diag_embed(v):
+    """``(*b, n) -> (*b, n, n)`` with ``v`` on the diagonal (linear in ``v``)."""
+    return row(v) * const(np.eye(v.shape[-1]), v)
+
+
+def real_diag(x, scale=1.0):
+    """``scale * diag(real(diag(x)))`` in the dtype of ``x`` (linear in ``x``)."""
+    d = real(x) * const(scale * np.eye(x.shape[-1]), x)
+    return d if d.dtype == x.dtype else convert_element_type(d, x.dtype, False)
+
+
+def imag_diag_part(d):
+    """``i * imag(d)`` for a complex vector ``d`` (linear: ``(d - conj(d)) / 2``)."""
+    return (d - _snp().conj(d)) * 0.5
+
+
+def hermitian_part(t, lower=True):
+    """The Hermitian matrix that a routine reading only the lower (``upper``) triangle sees
+    when handed ``t``: the strict triangle, its conjugate mirror, and the real part of the
+    diagonal (LAPACK ignores the imaginary part of a Hermitian diagonal)."""
+    n = t.shape[-1]
+    strict = t * tri(n, n, -1 if lower else 1, t, upper=not lower)
+    return strict + mH(strict) + real_diag(t)
+
+
+def offdiag_reciprocal(d):
+    """``1 / d`` off the diagonal, 0 on it (``d``: ``(*b, n, n)``)."""
+    snp = _snp()
+    eye = wrap(np.eye(d.shape[-1], dtype=bool), False)
+    return snp.where(eye, 0.0, 1.0 / snp.where(eye, 1.0, d))
+
+
+def eye_of(n, like):
+    """Constant (n, n) identity in the dtype of ``like``."""
+    return wrap(np.eye(n, dtype=like.dtype), False)
+
+
+def zeros_for(prim, outs):
+    if prim.multiple_results:
+        return [Zero(tangent_aval(o.aval)) for o in outs]
+    return Zero(tangent_aval(outs.aval))
+
+
+def batch_to_front(prim):
+    """Batch rule for primitives that take leading batch dims: the batch axis goes first (an
+    unbatched operand is broadcast) and one call does the whole batch."""
+    def rule(args, dims, **params):
+        size = batch_size(args, dims)
+        out = prim.bind(*[bdim_to_front(a, d, size) for a, d in zip(args, dims)], **params)
+        return out, ([0] * len(out) if prim.multiple_results else 0)
+    prim.batch = rule
+    return rule
+
+
+# ---- det / slogdet -----------------------------------------------------------------------------

@@ -1,0 +1,113 @@
+"""Hermitian eigendecomposition: the ``eigh`` primitive with its rules."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.ad_util import Zero
+from ..core.avals import ShapedArray
+from ..core.primitive import Primitive
+from ..arrays.ops import rules_sharding as RS
+from ._common import (
+    EighResult, _check_inexact, _low_precision, as_inexact, batch_to_front, check_matrix, col,
+    diag_part, hermitian_part, mH, mm, offdiag_reciprocal, real, row, zeros_for,
+)
+from .svd import gauge_phase
+
+
+# ---- eigh --------------------------------------------------------------------------------------
+
+eigh_p = Primitive("eigh", multiple_results=True, family="linalg")
+
+
+def _eigh_abstract(x, *, lower, compute_v):
+    check_matrix("eigh", x.shape, square=True)
+    _check_inexact("eigh", x)
+    w = ShapedArray(x.shape[:-1], dtypes.real_dtype(x.dtype))
+    return [w, ShapedArray(x.shape, x.dtype)] if compute_v else [w]
+
+
+def _eigh_impl(x, *, lower, compute_v):
+    uplo = "L" if lower else "U"
+    if not compute_v:
+        return [np.linalg.eigvalsh(x, UPLO=uplo)]
+    w, v = np.linalg.eigh(x, UPLO=uplo)
+    if np.iscomplexobj(v) and v.size:
+        v = normalize_columns_phase(v)
+    return [w, v]
+
+
+def normalize_columns_phase(v):
+    """Turns each column of ``v`` so that its entry of largest modulus is real and positive."""
+    i = np.argmax(np.abs(v), axis=-2)[..., None, :]
+    piv = np.take_along_axis(v, i, axis=-2)
+    return v * np.conj(piv / np.abs(piv))
+
+
+eigh_p.impl = _low_precision(_eigh_impl)
+eigh_p.abstract_eval = _eigh_abstract
+
+
+def eigh(x, /, *, UPLO="L"):  # noqa: N803  (NumPy's keyword)
+    """Eigen-decomposition of Hermitian (real symmetric) matrices ``(*batch, n, n)``
+    (LAPACK ``syevd`` / ``heevd``, divide and conquer).
+
+    Only the lower (``UPLO="L"``, default) or upper triangle is read.
+
+    Returns:
+        ``EighResult(eigenvalues, eigenvectors)``: eigenvalues ``(*batch, n)`` ascending, in the
+        real dtype; eigenvectors ``(*batch, n, n)`` as columns (complex ones in Starling's gauge:
+        the entry of largest modulus of each is real positive; NumPy's may differ by a phase).
+    Derivatives: with respect to the triangle that is read; the eigenvectors' need distinct
+    eigenvalues (the eigenvalues' do not).
+    Raises:
+        ValueError: non-square matrices, or UPLO not "L"/"U".
+    """
+    x = as_inexact("eigh", x)
+    check_matrix("eigh", x.shape, square=True)
+    w, v = eigh_p.bind(x, lower=_uplo("eigh", UPLO), compute_v=True)
+    return EighResult(w, v)
+
+
+def eigvalsh(x, /, *, UPLO="L"):  # noqa: N803
+    """Eigenvalues ``(*batch, n)`` (ascending, real dtype) of Hermitian matrices
+    ``(*batch, n, n)`` (LAPACK ``syevd`` / ``heevd`` without vectors)."""
+    x = as_inexact("eigvalsh", x)
+    check_matrix("eigvalsh", x.shape, square=True)
+    return eigh_p.bind(x, lower=_uplo("eigvalsh", UPLO), compute_v=False)[0]
+
+
+def _uplo(op, uplo):
+    if uplo not in ("L", "U"):
+        raise ValueError(f"{op}: UPLO must be 'L' or 'U', got {uplo!r}")
+    return uplo == "L"
+
+
+# ---- eigh rules --------------------------------------------------------------------------------
+# A = V diag(w) V^H with the triangle that the routine reads (Giles 2008, sec. 3.1; Seeger et al.
+# 2017): with dP = V^H dA V, dw = re diag(dP) and dV = V (F o dP), F_ij = 1 / (w_j - w_i) off the
+# diagonal; complex eigenvectors add the phase term of the normalized gauge. Degenerate
+# eigenvalues make F infinite: the eigenvectors are then not differentiable (a documented
+# limitation; eigenvalues alone, compute_v=False, only need dP's diagonal).
+
+def _eigh_jvp(primals, tangents, *, lower, compute_v):
+    (x,), (t,) = primals, tangents
+    if type(t) is Zero:
+        outs = eigh_p.bind(x, lower=lower, compute_v=compute_v)
+        return outs, zeros_for(eigh_p, outs)
+    w, v = eigh_p.bind(x, lower=lower, compute_v=True)
+    dp = mm(mH(v), mm(hermitian_part(t, lower), v))
+    dw = real(diag_part(dp))
+    if not compute_v:
+        return [w], [dw]
+    dv = mm(v, offdiag_reciprocal(row(w) - col(w)) * dp)
+    if dtypes.is_complex(x.dtype):
+        dv = dv + v * row(gauge_phase(v, dv))
+    return [w, v], [dw, dv]
+
+
+eigh_p.jvp = _eigh_jvp
+batch_to_front(eigh_p)
+eigh_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own
+
+
