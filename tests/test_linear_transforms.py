@@ -220,15 +220,21 @@ def test_vmap_solve_with_only_b_batched_is_one_solve():
 
 # ---- cholesky / eigh / svd / qr ----------------------------------------------------------------
 
-def test_cholesky_logdet_gradient_reads_the_lower_triangle():
+def _sym(m):
+    return (m + m.T) / 2
+
+
+def test_cholesky_gradients_are_symmetric():
+    # The input is taken as symmetric (JAX / PyTorch): the gradient is the symmetric one, the
+    # finite-difference gradient of m -> f(chol((m + m^T) / 2)), whichever triangle is read.
     h = spd(4)
     x = h.copy()
-    x[0, 3] = 100.0  # the upper triangle is ignored
+    x[0, 3] = 100.0  # the upper triangle is not read
     g = N(starling.grad(lambda m: 2 * snp.sum(snp.log(LA.diagonal(LA.cholesky(m)))))(A(x)))
-    hinv = np.linalg.inv(h)
-    close(g, np.tril(2 * hinv) - np.diag(np.diag(hinv)))
-    gu = N(starling.grad(lambda m: snp.sum(LA.cholesky(m, upper=True)))(A(x.T)))
-    assert np.all(np.tril(gu, -1) == 0)  # upper=True reads the upper triangle
+    close(g, np.linalg.inv(h))   # d logdet = tr(A^-1 dA), symmetric
+    gu = N(starling.grad(lambda m: snp.sum(LA.cholesky(m, upper=True)))(A(h)))
+    close(gu, gu.T, atol=1e-14)
+    close(gu, fd_grad(lambda m: np.sum(np.linalg.cholesky(_sym(m)).T), h), rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.parametrize("cplx", [False, True])
@@ -250,8 +256,8 @@ def test_eigh_gradient_of_eigenvector_function_vs_finite_differences():
     def f(m):  # sign-free: squared components of the top eigenvector
         return snp.sum(LA.eigh(m).eigenvectors[:, -1] ** 2 * A(w3))
 
-    def f_np(m):  # eigh reads the lower triangle
-        return np.sum(np.linalg.eigh(np.tril(m) + np.tril(m, -1).T)[1][:, -1] ** 2 * w3)
+    def f_np(m):  # the input is taken as symmetric: its gradient is symmetric
+        return np.sum(np.linalg.eigh(_sym(m))[1][:, -1] ** 2 * w3)
     close(starling.grad(f)(A(h)), fd_grad(f_np, h), rtol=1e-6, atol=1e-8)
 
 

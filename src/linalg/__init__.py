@@ -4,9 +4,13 @@ One file per concept; each primitive and all its rules (JVP, transpose, batch, s
 one block of its file:
 
 * ``_common.py``: the error and result types, input checks, the dtype policy, rule helpers.
-* ``determinant.py`` (det, slogdet), ``solve.py`` (inv, solve), ``cholesky.py``, ``qr.py``,
-  ``svd.py`` (svd, svdvals), ``eigh.py`` (eigh, eigvalsh), ``pinv.py`` (pinv, matrix_rank),
+* ``determinant.py`` (det, slogdet), ``linear_solve.py`` (inv, solve),
+  ``cholesky_factorization.py``, ``qr_factorization.py``, ``singular_values.py`` (svd,
+  svdvals), ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
   ``norms.py`` (vector_norm, matrix_norm, norm), ``products.py`` (matrix_power, multi_dot).
+
+Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
+always the function (a module of the same name would be shadowed by it).
 
 ``starling.numpy.linalg`` re-exports these under the NumPy / Array API names and adds the
 contractions (matmul, tensordot, vecdot, ...).
@@ -20,15 +24,15 @@ from __future__ import annotations
 from ._common import (  # noqa: F401
     EighResult, LinAlgError, QRResult, SlogdetResult, SVDResult,
 )
-from .cholesky import cholesky  # noqa: F401
+from .cholesky_factorization import cholesky  # noqa: F401
 from .determinant import det, slogdet  # noqa: F401
-from .eigh import eigh, eigvalsh  # noqa: F401
+from .hermitian_eigen import eigh, eigvalsh  # noqa: F401
 from .norms import matrix_norm, norm, vector_norm  # noqa: F401
-from .pinv import matrix_rank, pinv  # noqa: F401
+from .pseudo_inverse import matrix_rank, pinv  # noqa: F401
 from .products import matrix_power, multi_dot  # noqa: F401
-from .qr import qr  # noqa: F401
-from .solve import inv, solve  # noqa: F401
-from .svd import svd, svdvals  # noqa: F401
+from .qr_factorization import qr  # noqa: F401
+from .linear_solve import inv, solve  # noqa: F401
+from .singular_values import svd, svdvals  # noqa: F401
 
 __all__ = [
     "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det",

@@ -197,20 +197,41 @@ def imag_diag_part(d):
     return (d - _snp().conj(d)) * 0.5
 
 
-def hermitian_part(t, lower=True):
-    """The Hermitian matrix that a routine reading only the lower (``upper``) triangle sees
-    when handed ``t``: the strict triangle, its conjugate mirror, and the real part of the
-    diagonal (LAPACK ignores the imaginary part of a Hermitian diagonal)."""
-    n = t.shape[-1]
-    strict = t * tri(n, n, -1 if lower else 1, t, upper=not lower)
-    return strict + mH(strict) + real_diag(t)
+def symmetrize(t):
+    """``(t + t^H) / 2``: the projection onto Hermitian matrices (linear in ``t``).
+
+    The tangent of an input taken as symmetric / Hermitian (cholesky, eigh, ...): its
+    transpose is the same projection, so those functions' gradients are Hermitian matrices, as
+    JAX and PyTorch define them, rather than triangular ones."""
+    return (t + mH(t)) * 0.5
 
 
-def offdiag_reciprocal(d):
-    """``1 / d`` off the diagonal, 0 on it (``d``: ``(*b, n, n)``)."""
+def offdiag_reciprocal(d, tol=None):
+    """``1 / d`` off the diagonal, 0 on it (``d``: ``(*b, n, n)``).
+
+    With ``tol`` (broadcastable to ``d``), entries with ``|d| <= tol`` are 0 too: the pairs of
+    (numerically) equal eigenvalues / singular values. A derivative rule that divides by their
+    gaps then gives the vectors of a repeated value no rotation among themselves. In reverse
+    mode that term multiplies the part of the cotangent that rotates the basis of the repeated
+    value's space, which is zero for losses that do not depend on that basis (functions of the
+    eigenvalues, of the projector onto the whole space): their gradients come out exact and
+    finite instead of 0 / 0."""
     snp = _snp()
     eye = wrap(np.eye(d.shape[-1], dtype=bool), False)
-    return snp.where(eye, 0.0, 1.0 / snp.where(eye, 1.0, d))
+    skip = eye if tol is None else snp.logical_or(eye, snp.abs(d) <= tol)
+    return snp.where(skip, 0.0, 1.0 / snp.where(skip, 1.0, d))
+
+
+def degenerate_tol(values):
+    """Gap below which two of ``values`` (``(*b, k)``, from one matrix) count as equal:
+    ``k * eps * max|values|`` per matrix, shape ``(*b, 1, 1)``: the size of the rounding
+    errors of a backward-stable eigen / singular value solver (LAPACK's error bounds, Anderson
+    et al., LAPACK Users' Guide, sec. 4.7)."""
+    from ..arrays.ops.autodiff import stop_gradient
+    snp = _snp()
+    eps = float(dtypes.finfo(values.dtype).eps)
+    big = snp.max(snp.abs(stop_gradient(values)), axis=-1, keepdims=True, initial=0.0)
+    return col(big * (eps * max(values.shape[-1], 1)))
 
 
 def eye_of(n, like):

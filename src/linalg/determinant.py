@@ -14,7 +14,7 @@ from ._common import (
     SlogdetResult, _check_inexact, _low_precision, _snp, as_inexact, batch_to_front,
     check_matrix, col, eye_of, imag_diag_part, mH, mT, mm, row, zeros_for,
 )
-from .solve import inv_p
+from .linear_solve import inv_p
 
 
 det_p = Primitive("det", family="linalg")
@@ -125,7 +125,7 @@ def adjugate(x, d):
     a limitation shared with the SVD's gauge term).
     """
     from ..arrays.ops.autodiff import stop_gradient
-    from .svd import svd_p
+    from .singular_values import svd_p
     snp = _snp()
     n = x.shape[-1]
     singular = col(col(d == 0))

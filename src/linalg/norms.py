@@ -10,7 +10,7 @@ from ..arrays.ops import shape_lax
 from ..arrays.ops.axes import normalize_axes
 from ..arrays.ops.linear import _bind, snp
 from ._common import as_inexact, check_matrix
-from .svd import svdvals
+from .singular_values import svdvals
 
 
 # ---- norms -------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from ..arrays.convert import operand
 from ..arrays.ops import shape_lax
 from ..arrays.ops.linear import matmul
 from ._common import check_matrix
-from .solve import inv
+from .linear_solve import inv
 
 
 def matrix_power(x, n, /):

@@ -39,6 +39,9 @@ class OpInfo:
         piecewise-constant ops, whose JVP must be zero).
     grad_samples: ``grad_samples(rng, dtype) -> list[Sample]`` for check_grads (defaults to the
         samples whose float arguments and outputs are finite).
+    grad_input: applied to each differentiated argument before the op in check_grads: the
+        ops that take their input as symmetric / Hermitian (cholesky, eigh) define derivatives
+        along Hermitian directions only, so they are checked as ``op(sym(x))``.
     vmap: whether the generated vmap-vs-loop test applies (False for eager-only ops).
     """
     name: str
@@ -55,6 +58,7 @@ class OpInfo:
     nin: int = 1
     eager_only: bool = False
     grad_samples: Callable | None = None   # samples for check_grads (default: finite samples)
+    grad_input: Callable | None = None
     grad_tol: float = 1e-5
     grad_order: int = 2
     vmap: bool = True

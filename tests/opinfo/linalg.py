@@ -110,7 +110,9 @@ def cholesky_samples(rng, dt):
 
 
 def cholesky_grad_samples(rng, dt):
-    return cholesky_samples(rng, dt)
+    """The Hermitian samples: derivatives are taken along Hermitian directions (grad_input),
+    where the garbage-triangle samples are not positive definite."""
+    return [s for s in cholesky_samples(rng, dt) if s.name not in ("[upper]", "[lower]")]
 
 
 RECT = [(3, 3), (4, 2), (2, 4), (2, 3, 2), (1, 1), (0, 3, 2), (2, 0, 3), (3, 0)]
@@ -357,9 +359,17 @@ def _trace_dtype(dt, sample):
 
 
 L = "linalg."
+def _hermitian_part(x):
+    """``(x + x^H) / 2`` of a Starling array: the direction the Hermitian-input ops differentiate
+    along (their gradients are Hermitian, as in JAX / PyTorch)."""
+    import starling.numpy as snp
+    return (x + snp.conj(snp.matrix_transpose(x))) * 0.5
+
+
 register(
     # det: real rank n-1 matrices get exact second derivatives (the SVD branch of the
-    # adjugate); complex ones only first derivatives (documented in src/linalg/determinant.py, adjugate).
+    # adjugate); complex ones only first derivatives (documented in
+    # src/linalg/determinant.py, adjugate).
     OpInfo(L + "det", f32ref(_np("det")), WITH_INT, _square_samples(SQUARE), tols=TOLS,
            grad_samples=_nonsingular_first(_square_samples(SQUARE), _np("det"),
                                            keep_singular=lambda dt: dt.kind != "c")),
@@ -370,7 +380,8 @@ register(
     OpInfo(L + "inv", f32ref(_np("inv")), WITH_INT, _square_samples(INVERTIBLE), tols=TOLS),
     OpInfo(L + "solve", f32ref(_np("solve")), WITH_INT, solve_samples, tols=TOLS, nin=2),
     OpInfo(L + "cholesky", f32ref(_np("cholesky")), WITH_INT, cholesky_samples, tols=TOLS,
-           grad_samples=cholesky_grad_samples, vmap_variants="scale"),
+           grad_samples=cholesky_grad_samples, vmap_variants="scale",
+           grad_input=_hermitian_part),
     # Derivatives need unique outputs: no complete Q / full U, Vh of a non-square input, no
     # repeated (zero) singular values.
     OpInfo(L + "qr", f32ref(_qr), FLOAT_C + (np.float16,), qr_samples, tols=TOLS,
@@ -378,8 +389,10 @@ register(
     OpInfo(L + "svd", f32ref(_svd), FLOAT_C + (np.int64,), svd_samples, tols=TOLS,
            grad_samples=_differentiable(svd_samples, _full_nonsquare_or_deficient_svd)),
     OpInfo(L + "svdvals", f32ref(_np("svdvals")), WITH_INT, svdvals_samples, tols=TOLS),
-    OpInfo(L + "eigh", f32ref(_eigh), FLOAT_C + (np.int64,), eigh_samples, tols=TOLS),
-    OpInfo(L + "eigvalsh", f32ref(_np("eigvalsh")), WITH_INT, eigh_samples, tols=TOLS),
+    OpInfo(L + "eigh", f32ref(_eigh), FLOAT_C + (np.int64,), eigh_samples, tols=TOLS,
+           grad_input=_hermitian_part),
+    OpInfo(L + "eigvalsh", f32ref(_np("eigvalsh")), WITH_INT, eigh_samples, tols=TOLS,
+           grad_input=_hermitian_part),
     OpInfo(L + "pinv", f32ref(_pinv), FLOAT_C + (np.int64,), pinv_samples, tols=TOLS),
     OpInfo(L + "matrix_rank", f32ref(_matrix_rank), FLOAT_C + (np.int64,), rank_samples,
            differentiable=False),

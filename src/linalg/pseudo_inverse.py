@@ -13,11 +13,11 @@ from ..arrays.ops import rules_sharding as RS
 from ..arrays.ops import shape_lax
 from ..arrays.ops.linear import snp
 from ._common import (
-    _check_inexact, _low_precision, _snp, as_inexact, check_matrix, hermitian_part, mH, mm,
+    _check_inexact, _low_precision, _snp, as_inexact, check_matrix, symmetrize, mH, mm,
 )
-from .eigh import eigvalsh
+from .hermitian_eigen import eigvalsh
 from .norms import _real_abs
-from .svd import svdvals
+from .singular_values import svdvals
 
 
 # ---- pinv ------------------------------------------------------------------------------------
@@ -49,7 +49,7 @@ def _pinv_jvp(primals, tangents, *, hermitian):
         return p, Zero(p.aval)
     snp = _snp()
     if hermitian:   # the input is taken as Hermitian: so is its tangent (JAX / PyTorch's choice)
-        dx = hermitian_part(dx)
+        dx = symmetrize(dx)
     ph, dxh = mH(p), mH(dx)
     eye_m = snp.eye(x.shape[-2], dtype=x.dtype)
     eye_n = snp.eye(x.shape[-1], dtype=x.dtype)

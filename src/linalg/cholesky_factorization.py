@@ -9,9 +9,9 @@ from ..core.primitive import Primitive
 from ..arrays.ops import rules_sharding as RS
 from ._common import (
     _check_inexact, _lapack, _low_precision, as_inexact, batch_to_front, check_matrix,
-    hermitian_part, mH, mm, real_diag, tri,
+    symmetrize, mH, mm, real_diag, tri,
 )
-from .solve import solve_p
+from .linear_solve import solve_p
 
 
 cholesky_p = Primitive("cholesky", family="linalg")
@@ -33,7 +33,9 @@ def cholesky(x, /, *, upper=False):
     Returns lower-triangular ``L`` with ``x = L @ L^H`` (or upper ``U = L^H`` with ``x = U^H @ U``
     when ``upper=True``). Only the lower triangle of ``x`` is read, or the upper one when
     ``upper=True`` (as NumPy), and the real part of the diagonal. Method: LAPACK ``potrf``.
-    Derivative: Murray 2016 (see ``_cholesky_jvp``), with respect to the triangle that is read.
+    Derivative: Murray 2016 (see ``_cholesky_jvp``). ``x`` is taken as Hermitian, so its
+    tangent is projected onto Hermitian matrices (``(t + t^H) / 2``, as JAX and PyTorch): the
+    gradient is a Hermitian matrix, not a triangular one.
 
     Raises:
         ValueError: non-square matrices.
@@ -49,9 +51,9 @@ def cholesky(x, /, *, upper=False):
 
 # ---- cholesky rules ----------------------------------------------------------------------------
 # A = L L^H: dL = L Phi(L^{-1} dA L^{-H}) with Phi = strictly-lower part plus half the diagonal
-# (Murray 2016, "Differentiation of the Cholesky decomposition", eq. 8). The routine reads only
-# the lower triangle of A (and the real part of its diagonal), so dA is the Hermitian matrix
-# built from the lower triangle of the tangent: the rule agrees with finite differences.
+# (Murray 2016, "Differentiation of the Cholesky decomposition", eq. 8), with dA = (T + T^H) / 2:
+# the input is a Hermitian matrix (its tangent too), whichever triangle LAPACK reads; finite
+# differences agree along Hermitian directions.
 
 def _cholesky_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
@@ -59,7 +61,7 @@ def _cholesky_jvp(primals, tangents):
     if type(t) is Zero:
         return low, Zero(tangent_aval(low.aval))
     n = x.shape[-1]
-    tmp = solve_p.bind(low, hermitian_part(t))   # L^{-1} dA
+    tmp = solve_p.bind(low, symmetrize(t))   # L^{-1} dA
     m = solve_p.bind(low, mH(tmp))               # L^{-1} dA L^{-H} (dA is Hermitian)
     phi = m * tri(n, n, -1, m) + real_diag(m, 0.5)
     return low, mm(low, phi)

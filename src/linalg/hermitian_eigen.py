@@ -10,9 +10,9 @@ from ..core.primitive import Primitive
 from ..arrays.ops import rules_sharding as RS
 from ._common import (
     EighResult, _check_inexact, _low_precision, as_inexact, batch_to_front, check_matrix, col,
-    diag_part, hermitian_part, mH, mm, offdiag_reciprocal, real, row, zeros_for,
+    degenerate_tol, diag_part, mH, mm, offdiag_reciprocal, real, row, symmetrize, zeros_for,
 )
-from .svd import gauge_phase
+from .singular_values import gauge_phase
 
 
 # ---- eigh --------------------------------------------------------------------------------------
@@ -58,8 +58,18 @@ def eigh(x, /, *, UPLO="L"):  # noqa: N803  (NumPy's keyword)
         ``EighResult(eigenvalues, eigenvectors)``: eigenvalues ``(*batch, n)`` ascending, in the
         real dtype; eigenvectors ``(*batch, n, n)`` as columns (complex ones in Starling's gauge:
         the entry of largest modulus of each is real positive; NumPy's may differ by a phase).
-    Derivatives: with respect to the triangle that is read; the eigenvectors' need distinct
-    eigenvalues (the eigenvalues' do not).
+    Derivatives: ``x`` is taken as Hermitian, so its tangent is projected onto Hermitian
+    matrices (``(t + t^H) / 2``, as JAX and PyTorch): gradients are Hermitian matrices, not
+    triangular ones (finite differences of the read triangle alone differ off the diagonal).
+    Eigenvalues closer than rounding (``n * eps * max|w|``) are treated as one repeated
+    eigenvalue whose eigenvectors do not rotate among themselves, so gradients are finite and
+    exact for losses that do not depend on the choice of basis of that eigenspace and use the
+    cluster's eigenvalues only through their sum: ``sum(w)``, ``sum(log(w))``, ``sum(f(w))``,
+    the projector ``V_k V_k^H`` onto a whole cluster. The decomposition itself is not
+    differentiable at a repeated eigenvalue (the eigenvalues split along the eigenvalues of the
+    perturbation's block), so other functions built from it (e.g. ``V diag(f(w)) V^H``) get
+    the derivative of the diagonal of that block only: use the matrix functions
+    (``matrix_sqrth``, ``matrix_exp``) for those.
     Raises:
         ValueError: non-square matrices, or UPLO not "L"/"U".
     """
@@ -84,11 +94,10 @@ def _uplo(op, uplo):
 
 
 # ---- eigh rules --------------------------------------------------------------------------------
-# A = V diag(w) V^H with the triangle that the routine reads (Giles 2008, sec. 3.1; Seeger et al.
-# 2017): with dP = V^H dA V, dw = re diag(dP) and dV = V (F o dP), F_ij = 1 / (w_j - w_i) off the
-# diagonal; complex eigenvectors add the phase term of the normalized gauge. Degenerate
-# eigenvalues make F infinite: the eigenvectors are then not differentiable (a documented
-# limitation; eigenvalues alone, compute_v=False, only need dP's diagonal).
+# A = V diag(w) V^H with dA = (T + T^H) / 2 (Giles 2008, sec. 3.1; Seeger et al. 2017): with
+# dP = V^H dA V, dw = re diag(dP) and dV = V (F o dP), F_ij = 1 / (w_j - w_i) off the diagonal,
+# 0 for pairs equal to rounding (offdiag_reciprocal: no rotation inside a repeated eigenvalue's
+# eigenspace); complex eigenvectors add the phase term of the normalized gauge.
 
 def _eigh_jvp(primals, tangents, *, lower, compute_v):
     (x,), (t,) = primals, tangents
@@ -96,11 +105,11 @@ def _eigh_jvp(primals, tangents, *, lower, compute_v):
         outs = eigh_p.bind(x, lower=lower, compute_v=compute_v)
         return outs, zeros_for(eigh_p, outs)
     w, v = eigh_p.bind(x, lower=lower, compute_v=True)
-    dp = mm(mH(v), mm(hermitian_part(t, lower), v))
+    dp = mm(mH(v), mm(symmetrize(t), v))
     dw = real(diag_part(dp))
     if not compute_v:
         return [w], [dw]
-    dv = mm(v, offdiag_reciprocal(row(w) - col(w)) * dp)
+    dv = mm(v, offdiag_reciprocal(row(w) - col(w), degenerate_tol(w)) * dp)
     if dtypes.is_complex(x.dtype):
         dv = dv + v * row(gauge_phase(v, dv))
     return [w, v], [dw, dv]

@@ -13,7 +13,7 @@ from ._common import (
     QRResult, _check_inexact, _low_precision, as_inexact, batch_to_front, check_matrix,
     diag_embed, diag_part, imag_diag_part, mH, mT, mm, tri, zeros_for,
 )
-from .solve import solve_p
+from .linear_solve import solve_p
 
 
 # ---- qr ----------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from ..arrays.array import wrap
 from ..arrays.ops import rules_sharding as RS
 from ._common import (
     SVDResult, _check_inexact, _low_precision, _snp, as_inexact, batch_to_front, check_matrix,
+    degenerate_tol,
     col, diag_part, imag_diag_part, mH, mm, offdiag_reciprocal, real, row, zeros_for,
 )
 
@@ -70,9 +71,13 @@ def svd(x, /, *, full_matrices=True, compute_uv=True):
         ``SVDResult(U, S, Vh)``; ``S (*batch, k)`` is real, non-negative and descending. Complex
         singular vectors are in Starling's gauge (module docstring), so they may differ from
         NumPy's by a unit phase per vector.
-    Derivatives: need distinct singular values (nonzero ones for complex input or for the
-    non-square part); ``U`` / ``Vh`` with ``full_matrices=True`` and ``m != n`` raise
-    NotImplementedError (the extra vectors are not unique). ``S`` alone (``compute_uv=False``,
+    Derivatives: ``S``'s exist wherever the singular values are distinct, and symmetric
+    functions of them (norms) everywhere but at zero. For ``U`` / ``Vh``, singular values equal
+    to rounding are treated as one repeated value whose vectors do not rotate among themselves:
+    gradients are finite and exact for losses that do not depend on the basis of that subspace
+    (as for ``eigh``); complex input or the non-square part needs nonzero singular values.
+    ``U`` / ``Vh`` with ``full_matrices=True`` and ``m != n`` raise NotImplementedError (the
+    extra vectors are not unique). ``S`` alone (``compute_uv=False``,
     ``svdvals``) is differentiable wherever its values are distinct.
     Raises:
         ValueError: ``x.ndim < 2``.
@@ -99,7 +104,9 @@ def svdvals(x, /):
 # diagonal, F_ij = 1 / (s_j^2 - s_i^2); the parts outside the spans of U and V are
 # (I - U U^H) dA V S^{-1} and (I - V V^H) dA^H U S^{-1}. Complex input leaves one phase per
 # pair free: i im(dP_jj) / s_j splits it between U and V, and the rest keeps the normalized gauge
-# (see the module docstring). Needs distinct singular values (nonzero where divided by).
+# (see the module docstring). Singular values equal to rounding (degenerate_tol) count as one
+# repeated value: no rotation among its vectors (offdiag_reciprocal). The 1/s terms need nonzero
+# singular values.
 
 def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     (x,), (t,) = primals, tangents
@@ -120,7 +127,7 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     if not compute_uv:
         return [s], [ds]
     sr, sc = row(s), col(s)
-    f = offdiag_reciprocal(sr * sr - sc * sc)
+    f = offdiag_reciprocal(sr * sr - sc * sc, degenerate_tol(s * s) * 2.0)
     dph = mH(dp)
     du = mm(u, f * (dp * sr + sc * dph))
     dv = mm(v, f * (sc * dp + dph * sr))
