@@ -6,6 +6,7 @@ outputs with these functions.
 """
 from __future__ import annotations
 
+import numpy as np
 import optree
 
 NAMESPACE = "starling"
@@ -96,5 +97,22 @@ def broadcast_prefix(prefix, full):
     apply to whole subtrees. Raises ValueError when ``prefix`` is not a prefix of ``full``."""
     marked = optree.tree_map(lambda x: _NONE_AXIS if x is None else x, prefix, none_is_leaf=True,
                              namespace=NAMESPACE)
-    flat = optree.broadcast_prefix(marked, full, none_is_leaf=False, namespace=NAMESPACE)
+    # optree's message shows the mismatched subtree: its leaves as dtype[shape], never the data
+    described = optree.tree_map(_Described, full, namespace=NAMESPACE)
+    flat = optree.broadcast_prefix(marked, described, none_is_leaf=False, namespace=NAMESPACE)
     return [None if x is _NONE_AXIS else x for x in flat]
+
+
+class _Described:
+    """A leaf shown as dtype[shape] in error messages."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, x):
+        shape = x.shape if hasattr(x, "shape") else np.shape(x)
+        dtype = getattr(x, "dtype", None)
+        name = np.dtype(dtype).name if dtype is not None else type(x).__name__
+        self.text = f"{name}{list(shape)}"
+
+    def __repr__(self):
+        return self.text

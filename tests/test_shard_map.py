@@ -10,7 +10,9 @@ import starling.numpy as snp
 from starling import lax
 from starling.collectives import CollectiveError
 from starling.core.primitive import Primitive
-from starling.sharding import P, Partial, Replicate, Shard, distribute, make_mesh, redistribute
+from starling.sharding import (
+    NamedSharding, P, Partial, Replicate, Shard, distribute, make_mesh, redistribute,
+)
 from starling.test_util import check_grads
 
 pytestmark = pytest.mark.skipif(len(starling.devices()) < 4,
@@ -290,10 +292,16 @@ def test_custom_jvp_inside_shard_map_body():
 
 def test_make_mesh_wrong_device_count():
     n = len(starling.devices())
-    with pytest.raises(ValueError, match=rf"make_mesh: a mesh of shape \(3,\) needs 3 devices, "
-                                         rf"but {n} are available.*STARLING_NUM_CPU_DEVICES"):
+    with pytest.raises(ValueError, match=rf"make_mesh: a mesh of shape \({n + 1},\) needs "
+                                         rf"{n + 1} devices, but {n} are available.*"
+                                         r"STARLING_NUM_CPU_DEVICES"):
+        make_mesh((n + 1,), ("i",))
+    # fewer than all: the message says how to pick them (JAX's make_mesh takes exactly all)
+    with pytest.raises(ValueError, match=rf"needs 3 devices, but {n} are available; to use some "
+                                         r"of them, pass devices=starling.devices\(\)\[:3\]"):
         make_mesh((3,), ("i",))
-    with pytest.raises(ValueError, match=r"\(2, 3\) needs 6 devices, but 4 are available"):
+    assert make_mesh((3,), ("i",), devices=starling.devices()[:3]).devices.size == 3
+    with pytest.raises(ValueError, match=r"\(2, 3\) needs 6 devices, but 4 were given$"):
         make_mesh((2, 3), ("a", "b"), devices=DEV4)
     with pytest.raises(ValueError, match=r"1 axis sizes \(4,\) but 2 names"):
         make_mesh((4,), ("i", "j"))
@@ -302,7 +310,6 @@ def test_make_mesh_wrong_device_count():
 def test_spec_longer_than_the_array_rank():
     # trailing None entries do not change a layout, but a spec longer than the array is a
     # mistake (JAX rejects it too): every entry point says so
-    from starling.sharding import NamedSharding
     msg = r"sharding PartitionSpec\('i', None\) has 2 entries but the array has shape \(4,\)"
     with pytest.raises(ValueError, match="shard_map.*" + msg):
         sm(lambda b: b, M1, P("i", None), P("i"))(np.ones(4))
@@ -373,6 +380,19 @@ def test_specs_not_a_prefix():
     with pytest.raises(TypeError, match=r"in_specs of argument \[0\] \(shape \(8,\)\) must be "
                                         r"PartitionSpecs, got 'i'"):
         sm(lambda b: b, M1, "i", P())(x)
+
+
+def test_compile_shardings_not_a_prefix_name_shapes_not_data():
+    x = np.arange(8.0)
+    sh = NamedSharding(M1, P("i"))
+    with pytest.raises(ValueError, match=r"in_shardings .* is not a pytree prefix of the "
+                                         r"arguments: .*expected: 1, got: 2; tuple: "
+                                         r"\(float64\[8\], float64\[8\]\)\.$"):
+        starling.compile(lambda a, b: a + b, in_shardings=(sh,))(x, x)
+    with pytest.raises(ValueError, match=r"out_shardings .* is not a pytree prefix of the "
+                                         r"outputs: .*expected: 3, got: 2; tuple: "
+                                         r"\(float64\[8\], float64\[8\]\)\.$"):
+        starling.compile(lambda a: (a, a), out_shardings=(sh, sh, sh))(x)
 
 
 def test_uneven_blocks():

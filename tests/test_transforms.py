@@ -187,6 +187,35 @@ def test_custom_jvp_nondiff_argnums():
     assert float(st.grad(lambda x: apply(snp.sin, x))(f64(0.1))) == 42.0
 
 
+def test_custom_rule_cotangent_dtypes():
+    # another float precision is cast to the primal's; integer or complex-for-real values are
+    # a bug in the rule and raise (a cast would truncate / drop the imaginary part silently)
+    def make(ct_of):
+        @st.custom_vjp
+        def g(x):
+            return x * 2
+
+        g.defvjp(lambda x: (x * 2, None), lambda r, ct: (ct_of(ct),))
+        return lambda x: snp.sum(g(x))
+
+    x = snp.ones(3, dtype=snp.float32)
+    g = st.grad(make(lambda ct: np.full(ct.shape, 1.5, np.float64)))(x)
+    assert g.dtype == snp.float32 and np.all(np.asarray(g) == 1.5)
+    for bad, dt in ((lambda ct: np.ones(ct.shape, np.int32), "int32"),
+                    (lambda ct: np.full(ct.shape, 1 + 2j, np.complex64), "complex64")):
+        with pytest.raises(TypeError, match=rf"custom_vjp g: bwd cotangent has dtype {dt}, but "
+                                            r"its primal float32\[3\] needs a float32 one"):
+            st.grad(make(bad))(x)
+
+    @st.custom_jvp
+    def h(x):
+        return x * 2
+
+    h.defjvp(lambda p, t: (h(p[0]), snp.ones(3, dtype=snp.int32)))
+    with pytest.raises(TypeError, match=r"custom_jvp h: tangent output has dtype int32"):
+        st.jvp(h, (x,), (x,))
+
+
 def test_stop_gradient():
     g = st.grad(lambda x: x * st.stop_gradient(x))(f64(3.0))
     assert float(g) == 3.0

@@ -204,11 +204,17 @@ def make_mesh(axis_shapes, axis_names, devices=None) -> Mesh:
     devs = list(_device.devices() if devices is None else devices)
     need = math.prod(axis_shapes)
     if need != len(devs):
-        hint = "" if devices is not None else (
-            "; set the number of CPU devices with starling.config.update('num_cpu_devices', n) "
-            "before first use, or STARLING_NUM_CPU_DEVICES=n")
+        if devices is not None:
+            hint = ""
+        elif need < len(devs):
+            hint = (f"; to use some of them, pass devices=starling.devices()[:{need}] (the mesh "
+                    "covers exactly the devices it is given, as in JAX)")
+        else:
+            hint = ("; set the number of CPU devices with starling.config.update("
+                    "'num_cpu_devices', n) before first use, or STARLING_NUM_CPU_DEVICES=n")
+        given = "were given" if devices is not None else "are available"
         raise ValueError(f"make_mesh: a mesh of shape {axis_shapes} needs {need} devices, but "
-                         f"{len(devs)} are available{hint}")
+                         f"{len(devs)} {given}{hint}")
     grid = np.empty(len(devs), dtype=object)
     grid[:] = devs
     return Mesh(grid.reshape(axis_shapes), axis_names)

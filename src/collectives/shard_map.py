@@ -281,25 +281,10 @@ def _spec_for(spec, mesh, op, what):
         raise ValueError(f"{op}: {what}: {e}") from None
 
 
-class _Leaf:
-    """A leaf shown as dtype[shape] in error messages (never its data)."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, x):
-        shape = x.shape if hasattr(x, "shape") else np.shape(x)
-        dtype = getattr(x, "dtype", None)
-        name = np.dtype(dtype).name if dtype is not None else type(x).__name__
-        self.text = f"{name}{list(shape)}"
-
-    def __repr__(self):
-        return self.text
-
-
 def _prefix(specs, tree, op, what):
     # a PartitionSpec (a tuple subclass) is a pytree leaf, so one spec applies to a subtree
     try:
-        return tree_util.broadcast_prefix(specs, tree_util.map(_Leaf, tree))
+        return tree_util.broadcast_prefix(specs, tree)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{op}: {what} {specs!r} is not a pytree prefix of the "
                          f"{'arguments' if what == 'in_specs' else 'outputs'}: {e}") from None

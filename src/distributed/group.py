@@ -380,16 +380,22 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
                  params={"src": src})
 
 
-def peer_rank(g, rank, what, op):
+def peer_rank(g, rank, what, op, other=False):
     """``rank`` checked as a member of ``g`` (the peer of a message).
 
+    Args:
+        other: the peer must be another process (point-to-point messages: a message to itself
+            would complete only while MPI buffers it and deadlock beyond, as torch refuses it).
     Raises:
-        ValueError: not an int in ``[0, g.size())``.
+        ValueError: not an int in ``[0, g.size())``, or (``other``) the caller's own rank.
     """
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) \
             or not 0 <= rank < g.size():
         raise ValueError(f"{op}: {what} must be a rank of the group in [0, {g.size()}), "
                          f"got {rank!r}")
+    if other and int(rank) == g.rank():
+        raise ValueError(f"{op}: {what} {int(rank)} is this process's own rank; a message "
+                         "must go to another member of the group")
     return int(rank)
 
 
@@ -399,10 +405,10 @@ def send(x, dst, group=None, tag=0, timeout=None):
     shows in the next operation involving that peer.
 
     Raises:
-        ValueError: ``dst`` is not a rank of the group.
+        ValueError: ``dst`` is not a rank of the group, or is the caller's own.
     """
     g = _group(group)
-    dst = peer_rank(g, dst, "dst", "send")
+    dst = peer_rank(g, dst, "dst", "send", other=True)
     a, b = _buf(x, "send")
     _call("send", g, b, timeout, False,
           lambda: send_with_header(g, b, dst, tag,
@@ -414,10 +420,10 @@ def recv(like, src, group=None, tag=0, timeout=None):
     """Receives an array shaped like ``like`` (an Array, or ``(shape, dtype)``) from ``src``.
 
     Raises:
-        ValueError: ``src`` is not a rank of the group.
+        ValueError: ``src`` is not a rank of the group, or is the caller's own.
     """
     g = _group(group)
-    src = peer_rank(g, src, "src", "recv")
+    src = peer_rank(g, src, "src", "recv", other=True)
     if isinstance(like, tuple):
         shape, dtype = like
         out = np.empty(shape, dtype)

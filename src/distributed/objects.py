@@ -127,7 +127,7 @@ def send_object(obj, dst, group=None, tag=0, timeout=None, allow_pickle=False):
         CollectiveTimeout: not taken within the timeout (the receiver never came).
     """
     g = _group(group)
-    dst = peer_rank(g, dst, "dst", "send_object")
+    dst = peer_rank(g, dst, "dst", "send_object", other=True)
     t = _object_tag(g, tag, "send_object")
     data, err = _payload(obj, allow_pickle, "send_object")
     _call("send_object", g, _OBJ, timeout, False,
@@ -147,7 +147,7 @@ def recv_object(src, group=None, tag=0, timeout=None, allow_pickle=False):
         CollectiveTimeout: nothing arrived within the timeout.
     """
     g = _group(group)
-    src = peer_rank(g, src, "src", "recv_object")
+    src = peer_rank(g, src, "src", "recv_object", other=True)
     t = _object_tag(g, tag, "recv_object")
     req = ProbeRecv(g.comm, src, t)
     _call("recv_object", g, _OBJ, timeout, False, lambda: req, lambda: None,

@@ -270,8 +270,9 @@ class Compiled:
                 leaf[len(given):]
         outs = None
         if self.out_shardings is not None:
-            # placeholders, not None: None is an empty subtree to optree
-            struct = tree_util.unflatten(out_tree[0], [0] * out_tree[0].num_leaves)
+            # the outputs' avals (described as dtype[shape] in errors), not None: None is an
+            # empty subtree to optree
+            struct = tree_util.unflatten(out_tree[0], prog.out_avals)
             outs = _prefix_shardings(self.out_shardings, struct, "out_shardings",
                                      getattr(self.fun, "__name__", "fun"))
         return hook(prog, leaf, outs, backend)

@@ -14,7 +14,8 @@ import numpy as np
 from .. import tree as tree_util
 from ..arrays.convert import operand
 from ..arrays.ops import rules as R
-from ..core.ad_util import Zero, is_undefined, tangent_aval
+from ..core import dtypes
+from ..core.ad_util import Zero, tangent_aval
 from ..core.avals import ShapedArray
 from ..core.primitive import Primitive
 from ..core.trace import current_trace
@@ -150,6 +151,16 @@ def _fit_tangent(name, t, primal, kind="custom_jvp", what="tangent output"):
     if tuple(t.shape) != tuple(want.shape):
         raise TypeError(f"{kind} {name}: {what} of shape {tuple(t.shape)} does not match its "
                         f"primal's shape {tuple(want.shape)}")
+    # Another float precision (a NumPy float64 constant for a float32 primal) is cast; an
+    # integer / bool value for a float primal, or a complex one for a real primal, is a bug in
+    # the rule (a cast would silently truncate or drop the imaginary part), as in JAX.
+    if dtypes.is_inexact(want.dtype) and (
+            not dtypes.is_inexact(t.dtype)
+            or (dtypes.is_complex(t.dtype) and not dtypes.is_complex(want.dtype))):
+        raise TypeError(f"{kind} {name}: {what} has dtype {t.dtype}, but its primal "
+                        f"{primal.aval.dtype}{list(primal.shape)} needs a {want.dtype} one "
+                        f"(floating values of another precision are cast; integer, bool or "
+                        f"complex-for-real ones are not)")
     return R.to_tangent_dtype(t, primal.aval)
 
 
