@@ -192,3 +192,35 @@ def test_eigh_svd_batched_residuals_hypothesis(batch, n, seed):
         assert np.abs(a @ v - v * w[..., None, :]).max() <= 10 * scale
         assert np.abs((u * s[..., None, :]) @ vh - x).max() <= 10 * scale
     assert w.shape == tuple(batch) + (n,) and s.shape == tuple(batch) + (n,)
+
+
+def _sym_in(f):
+    return lambda m: f((m + snp.matrix_transpose(m)) * 0.5)
+
+
+# Second derivatives, both modes, on hard but differentiable inputs (distinct eigenvalues /
+# singular values, well enough conditioned for float64 finite differences).
+GRAD_CASES = {
+    "det hilbert4": (LA.det, HM.hilbert(4) * 10, 1e-4),
+    "slogdet kahan6": (lambda m: LA.slogdet(m).logabsdet, HM.kahan(6), 1e-5),
+    "inv graded4": (LA.inv, HM.graded(4, np.random.default_rng(6), 0.3), 1e-4),
+    "solve kahan5": (lambda m: LA.solve(m, snp.ones((5, 2))), HM.kahan(5), 1e-4),
+    "cholesky hilbert4": (_sym_in(LA.cholesky), HM.hilbert(4) + 0.1 * np.eye(4), 1e-4),
+    "eigh graded4": (_sym_in(lambda m: tuple(LA.eigh(m))),
+                     HM.graded(4, np.random.default_rng(9), 0.5), 1e-5),
+    "eigvalsh clustered": (_sym_in(LA.eigvalsh),
+                           HM.with_eigenvalues([1, 1.1, 1.2, 5], np.random.default_rng(7)), 1e-5),
+    # (not Kahan's: its singular vectors have near-ties of their largest entries, where the
+    # sign gauge jumps and finite differences across the jump are meaningless)
+    "svd graded tall": (lambda m: tuple(LA.svd(m, full_matrices=False)),
+                        HM.with_singular_values([3, 1, 0.1, 0.01], np.random.default_rng(10), m=6),
+                        1e-4),
+    "qr graded4": (lambda m: tuple(LA.qr(m)), HM.graded(4, np.random.default_rng(8), 0.5), 1e-4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRAD_CASES))
+def test_second_derivatives_on_hard_matrices(name):
+    from starling.test_util import check_grads
+    f, x, tol = GRAD_CASES[name]
+    check_grads(f, [x], order=2, modes=("fwd", "rev"), atol=tol, rtol=tol)

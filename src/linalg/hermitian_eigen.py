@@ -1,4 +1,8 @@
-"""Hermitian eigendecomposition: the ``eigh`` primitive with its rules."""
+"""Hermitian eigendecomposition: the ``eigh`` primitive with its rules.
+
+Eigenvectors are in Starling's gauge (the rule of singular_values.py): each column's entry of
+largest modulus is real and positive, so they may differ from NumPy's by a sign / phase.
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -32,7 +36,7 @@ def _eigh_impl(x, *, lower, compute_v):
     if not compute_v:
         return [np.linalg.eigvalsh(x, UPLO=uplo)]
     w, v = np.linalg.eigh(x, UPLO=uplo)
-    if np.iscomplexobj(v) and v.size:
+    if v.size:
         v = normalize_columns_phase(v)
     return [w, v]
 
@@ -56,8 +60,8 @@ def eigh(x, /, *, UPLO="L"):  # noqa: N803  (NumPy's keyword)
 
     Returns:
         ``EighResult(eigenvalues, eigenvectors)``: eigenvalues ``(*batch, n)`` ascending, in the
-        real dtype; eigenvectors ``(*batch, n, n)`` as columns (complex ones in Starling's gauge:
-        the entry of largest modulus of each is real positive; NumPy's may differ by a phase).
+        real dtype; eigenvectors ``(*batch, n, n)`` as columns, in Starling's gauge: the entry
+        of largest modulus of each is real positive (NumPy's may differ by a sign / phase).
     Derivatives: ``x`` is taken as Hermitian, so its tangent is projected onto Hermitian
     matrices (``(t + t^H) / 2``, as JAX and PyTorch): gradients are Hermitian matrices, not
     triangular ones (finite differences of the read triangle alone differ off the diagonal).

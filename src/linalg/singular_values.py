@@ -1,4 +1,14 @@
-"""The singular value decomposition: the ``svd`` primitive with its rules."""
+"""The singular value decomposition: the ``svd`` primitive with its rules.
+
+Gauge (a documented choice, so that the outputs are functions of the input, the same from every
+kernel, and differentiable): singular vectors are only defined up to a sign (real) or a unit
+phase (complex) per pair. NumPy returns whatever LAPACK's reductions produce; Starling turns each
+right singular vector (row of ``Vh``), and the matching column of ``U`` by the same factor, so
+that its entry of largest modulus (the first one on ties) is real and positive. Results may
+therefore differ from NumPy's by a sign / phase per pair. ``eigh`` uses the same rule for its
+eigenvectors (columns). The JVP rules follow the gauge, so they agree with finite differences
+(away from ties of the largest entry, where the gauge itself jumps).
+"""
 from __future__ import annotations
 
 import numpy as np
@@ -37,7 +47,7 @@ def _svd_impl(x, *, full_matrices, compute_uv):
     if not compute_uv:
         return [np.linalg.svd(x, compute_uv=False)]
     u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
-    if np.iscomplexobj(vh) and s.size:
+    if s.size:
         u, vh = normalize_svd_phase(u, vh, s.shape[-1])
     return [u, s, vh]
 
@@ -68,9 +78,9 @@ def svd(x, /, *, full_matrices=True, compute_uv=True):
             ``(*batch, m, k)`` and ``(*batch, k, n)`` with ``k = min(m, n)``.
         compute_uv: NumPy extension; False returns only ``S`` (same as ``svdvals``).
     Returns:
-        ``SVDResult(U, S, Vh)``; ``S (*batch, k)`` is real, non-negative and descending. Complex
+        ``SVDResult(U, S, Vh)``; ``S (*batch, k)`` is real, non-negative and descending. The
         singular vectors are in Starling's gauge (module docstring), so they may differ from
-        NumPy's by a unit phase per vector.
+        NumPy's by a sign / unit phase per pair.
     Derivatives: ``S``'s exist wherever the singular values are distinct, and symmetric
     functions of them (norms) everywhere but at zero. For ``U`` / ``Vh``, singular values equal
     to rounding are treated as one repeated value whose vectors do not rotate among themselves:

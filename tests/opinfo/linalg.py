@@ -252,10 +252,10 @@ def _phase_of_max(x, axis):
 
 
 def _svd(a, full_matrices=True, compute_uv=True):
-    """NumPy's SVD in Starling's gauge: for complex input each right singular vector (row of
-    Vh) has its entry of largest modulus real positive, U's columns turned to match."""
+    """NumPy's SVD in Starling's gauge: each right singular vector (row of Vh) has its entry
+    of largest modulus real positive, U's columns turned to match."""
     out = np.linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
-    if not compute_uv or not np.iscomplexobj(a) or out[1].size == 0:
+    if not compute_uv or out[1].size == 0:
         return out
     u, s, vh = out
     k = s.shape[-1]
@@ -267,10 +267,10 @@ def _svd(a, full_matrices=True, compute_uv=True):
 
 
 def _eigh(a, UPLO="L"):  # noqa: N803
-    """NumPy's eigh in Starling's gauge: complex eigenvectors have their entry of largest
-    modulus real positive."""
+    """NumPy's eigh in Starling's gauge: eigenvectors have their entry of largest modulus
+    real positive."""
     w, v = np.linalg.eigh(a, UPLO=UPLO)
-    if np.iscomplexobj(v) and v.size:
+    if v.size:
         v = v * np.conj(_phase_of_max(v, -2))
     return w, v
 
