@@ -7,7 +7,8 @@ one block of its file:
 * ``determinant.py`` (det, slogdet), ``linear_solve.py`` (inv, solve),
   ``cholesky_factorization.py``, ``qr_factorization.py``, ``singular_values.py`` (svd,
   svdvals), ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
-  ``norms.py`` (vector_norm, matrix_norm, norm), ``products.py`` (matrix_power, multi_dot).
+  ``norms.py`` (vector_norm, matrix_norm, norm), ``products.py`` (matrix_power, multi_dot),
+  ``matrix_exponential.py`` (matrix_exp, expm_frechet).
 
 Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
 always the function (a module of the same name would be shadowed by it).
@@ -27,6 +28,7 @@ from ._common import (  # noqa: F401
 from .cholesky_factorization import cholesky  # noqa: F401
 from .determinant import det, slogdet  # noqa: F401
 from .hermitian_eigen import eigh, eigvalsh  # noqa: F401
+from .matrix_exponential import expm_frechet, matrix_exp  # noqa: F401
 from .norms import matrix_norm, norm, vector_norm  # noqa: F401
 from .pseudo_inverse import matrix_rank, pinv  # noqa: F401
 from .products import matrix_power, multi_dot  # noqa: F401
@@ -36,6 +38,7 @@ from .singular_values import svd, svdvals  # noqa: F401
 
 __all__ = [
     "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det",
-    "eigh", "eigvalsh", "inv", "matrix_norm", "matrix_power", "matrix_rank", "multi_dot", "norm",
-    "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "vector_norm",
+    "eigh", "eigvalsh", "expm_frechet", "inv", "matrix_exp", "matrix_norm", "matrix_power",
+    "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
+    "vector_norm",
 ]
