@@ -8,7 +8,7 @@ one block of its file:
   ``cholesky_factorization.py``, ``qr_factorization.py``, ``singular_values.py`` (svd,
   svdvals), ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
   ``norms.py`` (vector_norm, matrix_norm, norm), ``products.py`` (matrix_power, multi_dot),
-  ``matrix_exponential.py`` (matrix_exp, expm_frechet).
+  ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py`` (matrix_sqrth).
 
 Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
 always the function (a module of the same name would be shadowed by it).
@@ -35,10 +35,11 @@ from .products import matrix_power, multi_dot  # noqa: F401
 from .qr_factorization import qr  # noqa: F401
 from .linear_solve import inv, solve  # noqa: F401
 from .singular_values import svd, svdvals  # noqa: F401
+from .sqrtm import matrix_sqrth  # noqa: F401
 
 __all__ = [
     "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det",
     "eigh", "eigvalsh", "expm_frechet", "inv", "matrix_exp", "matrix_norm", "matrix_power",
-    "matrix_rank", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "svd", "svdvals",
-    "vector_norm",
+    "matrix_rank", "matrix_sqrth", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "svd",
+    "svdvals", "vector_norm",
 ]
