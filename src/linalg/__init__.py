@@ -8,7 +8,8 @@ one block of its file:
   ``cholesky_factorization.py``, ``qr_factorization.py``, ``singular_values.py`` (svd,
   svdvals), ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
   ``norms.py`` (vector_norm, matrix_norm, norm), ``products.py`` (matrix_power, multi_dot),
-  ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py`` (matrix_sqrth).
+  ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py`` (matrix_sqrth),
+  ``polar_decomposition.py`` (polar).
 
 Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
 always the function (a module of the same name would be shadowed by it).
@@ -31,6 +32,7 @@ from .hermitian_eigen import eigh, eigvalsh  # noqa: F401
 from .matrix_exponential import expm_frechet, matrix_exp  # noqa: F401
 from .norms import matrix_norm, norm, vector_norm  # noqa: F401
 from .pseudo_inverse import matrix_rank, pinv  # noqa: F401
+from .polar_decomposition import polar  # noqa: F401
 from .products import matrix_power, multi_dot  # noqa: F401
 from .qr_factorization import qr  # noqa: F401
 from .linear_solve import inv, solve  # noqa: F401
@@ -40,6 +42,6 @@ from .sqrtm import matrix_sqrth  # noqa: F401
 __all__ = [
     "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det",
     "eigh", "eigvalsh", "expm_frechet", "inv", "matrix_exp", "matrix_norm", "matrix_power",
-    "matrix_rank", "matrix_sqrth", "multi_dot", "norm", "pinv", "qr", "slogdet", "solve", "svd",
-    "svdvals", "vector_norm",
+    "matrix_rank", "matrix_sqrth", "multi_dot", "norm", "pinv", "polar", "qr", "slogdet", "solve",
+    "svd", "svdvals", "vector_norm",
 ]
