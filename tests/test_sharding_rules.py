@@ -15,6 +15,7 @@ from starling.arrays.ops.gather_scatter import gather, scatter
 from starling.collectives import partition
 from starling.collectives.sharding import NamedSharding, P
 from starling.core.primitive import Primitive
+from starling.linalg.sqrtm import hermitian_sylvester
 from starling.sharding import Partial, Replicate, Shard, distribute, make_mesh
 from starling.transforms.stage import make_ir
 
@@ -87,6 +88,11 @@ NATURAL = {
     "qr": (snp.linalg.qr, [(SPD, S0)], [S0, S0]),
     "svd": (snp.linalg.svd, [(SPD, S0)], [S0, S0, S0]),
     "eigh": (snp.linalg.eigh, [(SPD, S0)], [S0, S0]),
+    "matrix_exp": (starling.linalg.matrix_exp, [(SPD, S0)], [S0]),
+    "expm_frechet": (starling.linalg.expm_frechet, [(SPD, S0), (SPD, S0)], [S0]),
+    "matrix_sqrth": (starling.linalg.matrix_sqrth, [(SPD, S0)], [S0]),
+    "hermitian_sylvester": (hermitian_sylvester, [(SPD, S0), (SPD, S0)], [S0]),
+    "polar": (starling.linalg.polar, [(SPD, S0)], [S0, S0]),
     "fft": (lambda x: snp.fft.fft(x, axis=1), [(X.astype(np.complex128), S0)], [S0]),
     "philox4x32": (random.philox4x32, [(np.array([1, 2], np.uint32), R),
                                        (RNG.integers(0, 2**32, (8, 4)).astype(np.uint32), S0)],
