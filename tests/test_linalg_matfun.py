@@ -421,3 +421,15 @@ def test_matrix_power_batches_vmap_grads(n):
     assert g.shape == x.shape
     if n == 0:
         np.testing.assert_array_equal(N(g), 0.0)
+
+
+@pytest.mark.parametrize("fn", [LA.matrix_exp, LA.matrix_sqrth, lambda x: LA.polar(x)[0]])
+def test_dtype_policy_integers_and_half(fn):
+    x = np.array([[4, 1], [1, 3]])
+    want = N(fn(A(x.astype(np.float32))))
+    got = fn(A(x))
+    assert got.dtype == np.float32
+    close(got, want, 0)
+    half = fn(A(x.astype(np.float16)))
+    assert half.dtype == np.float16
+    close(N(half).astype(np.float32), want, 2e-3)
