@@ -47,16 +47,14 @@ def _sqrth_impl(x):
     return _stack_eigh(x.reshape((-1, n, n)), root).reshape(shape)
 
 
-def _square_abstract(op):
-    def rule(x):
-        check_matrix(op, x.shape, square=True)
-        _check_inexact(op, x)
-        return ShapedArray(x.shape, x.dtype)
-    return rule
+def _sqrth_abstract(x):
+    check_matrix("matrix_sqrth", x.shape, square=True)
+    _check_inexact("matrix_sqrth", x)
+    return ShapedArray(x.shape, x.dtype)
 
 
 matrix_sqrth_p.impl = _low_precision(_sqrth_impl)
-matrix_sqrth_p.abstract_eval = _square_abstract("matrix_sqrth")
+matrix_sqrth_p.abstract_eval = _sqrth_abstract
 
 
 def matrix_sqrth(x, /):
