@@ -10,7 +10,8 @@ packages = ["starling"] + ["starling." + name for name in find_packages("src")]
 ext_modules = [
     Pybind11Extension(
         "starling._native",
-        sources=["native/module.cpp", "native/philox.cpp", "native/pool.cpp", "native/gemm.cpp"],
+        sources=["native/module.cpp", "native/philox.cpp", "native/pool.cpp", "native/gemm.cpp",
+                 "native/jacobi.cpp"],
         include_dirs=["native"],
         cxx_std=17,
         extra_compile_args=["-O3", "-pthread"],

@@ -3,12 +3,14 @@
 #include <pybind11/pybind11.h>
 
 #include <algorithm>
+#include <complex>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "gemm.h"
+#include "jacobi.h"
 #include "philox.h"
 #include "pool.h"
 
@@ -144,6 +146,98 @@ void gemm(py::array a, py::array b, py::array out, DescArray desc_array) {
   throw py::type_error("gemm: only float32 and float64 are supported");
 }
 
+
+// The dtype code of a Jacobi operand, or a TypeError naming the op and what is valid.
+starling::jacobi::Dtype jacobi_dtype(const char* op, const py::array& a) {
+  const auto dt = a.dtype();
+  if (dt.is(py::dtype::of<float>())) return starling::jacobi::kF32;
+  if (dt.is(py::dtype::of<double>())) return starling::jacobi::kF64;
+  if (dt.is(py::dtype::of<std::complex<float>>())) return starling::jacobi::kC64;
+  if (dt.is(py::dtype::of<std::complex<double>>())) return starling::jacobi::kC128;
+  throw py::type_error(std::string(op) + ": dtype must be float32, float64, complex64 or "
+                       "complex128, got " + std::string(py::str(dt)));
+}
+
+std::string shape_str(const py::array& a) {
+  std::string s = "(";
+  for (py::ssize_t i = 0; i < a.ndim(); ++i) s += (i ? ", " : "") + std::to_string(a.shape(i));
+  return s + (a.ndim() == 1 ? ",)" : ")");
+}
+
+void jacobi_check_input(const char* op, const py::array& a) {
+  if (a.ndim() != 3) {
+    throw py::value_error(std::string(op) + ": a must have shape (batch, m, n), got " +
+                          shape_str(a));
+  }
+  if (!(a.flags() & py::array::c_style)) {
+    throw py::value_error(std::string(op) + ": a must be C-contiguous");
+  }
+}
+
+py::dtype real_of(const py::array& a) {
+  const auto dt = a.dtype();
+  if (dt.is(py::dtype::of<std::complex<float>>())) return py::dtype::of<float>();
+  if (dt.is(py::dtype::of<std::complex<double>>())) return py::dtype::of<double>();
+  return dt;
+}
+
+py::tuple jacobi_eigh(py::array a, bool lower, bool compute_v) {
+  const auto dt = jacobi_dtype("jacobi_eigh", a);
+  jacobi_check_input("jacobi_eigh", a);
+  const int64_t batch = a.shape(0), n = a.shape(1);
+  if (a.shape(2) != n || n > starling::jacobi::kMaxN) {
+    throw py::value_error("jacobi_eigh: a must hold square matrices of size n <= " +
+                          std::to_string(starling::jacobi::kMaxN) + ", got shape " +
+                          shape_str(a));
+  }
+  py::array w(real_of(a), std::vector<int64_t>{batch, n});
+  py::object v = py::none();
+  starling::jacobi::EighJob job{a.data(), w.mutable_data(), nullptr, batch, int(n), lower,
+                                nullptr};
+  if (compute_v) {
+    py::array va(a.dtype(), std::vector<int64_t>{batch, n, n});
+    job.v = va.mutable_data();
+    v = va;
+  }
+  int sweeps;
+  {
+    py::gil_scoped_release release;
+    sweeps = starling::jacobi::eigh(dt, job);
+  }
+  return py::make_tuple(w, v, sweeps);
+}
+
+py::tuple jacobi_svd(py::array a, bool full_matrices, bool compute_uv) {
+  const auto dt = jacobi_dtype("jacobi_svd", a);
+  jacobi_check_input("jacobi_svd", a);
+  const int64_t batch = a.shape(0), m = a.shape(1), n = a.shape(2);
+  const int64_t k = std::min(m, n), big = std::max(m, n);
+  if (k > starling::jacobi::kMaxN || big > starling::jacobi::kMaxLong) {
+    throw py::value_error("jacobi_svd: a must hold m x n matrices with min(m, n) <= " +
+                          std::to_string(starling::jacobi::kMaxN) + " and max(m, n) <= " +
+                          std::to_string(starling::jacobi::kMaxLong) + ", got shape " +
+                          shape_str(a));
+  }
+  py::array s(real_of(a), std::vector<int64_t>{batch, k});
+  py::object u = py::none(), vh = py::none();
+  starling::jacobi::SvdJob job{a.data(), s.mutable_data(), nullptr, nullptr, batch, int(m),
+                               int(n), full_matrices, nullptr};
+  if (compute_uv) {
+    py::array ua(a.dtype(), std::vector<int64_t>{batch, m, full_matrices ? m : k});
+    py::array va(a.dtype(), std::vector<int64_t>{batch, full_matrices ? n : k, n});
+    job.u = ua.mutable_data();
+    job.vh = va.mutable_data();
+    u = ua;
+    vh = va;
+  }
+  int sweeps;
+  {
+    py::gil_scoped_release release;
+    sweeps = starling::jacobi::svd(dt, job);
+  }
+  return py::make_tuple(u, s, vh, sweeps);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -163,6 +257,25 @@ PYBIND11_MODULE(_native, m) {
         "place through "
         "the descriptor's element strides from each array's data pointer. Raises TypeError on "
         "dtypes, ValueError on a malformed descriptor or one that reaches outside an operand.");
+  m.def("jacobi_eigh", &jacobi_eigh, py::arg("a"), py::arg("lower") = true,
+        py::arg("compute_v") = true,
+        "Batched cyclic Jacobi eigensolver (native/jacobi.h) on the thread pool. a: (batch, n, n) "
+        "C-contiguous float32 / float64 / complex64 / complex128, n <= 64, Hermitian: only the "
+        "lower (lower=True) or upper triangle is read. Returns (w, v, sweeps): eigenvalues "
+        "(batch, n) ascending in the real dtype, eigenvectors (batch, n, n) as columns (None "
+        "without compute_v), and the most sweeps a chunk took. A matrix with NaN / inf gives "
+        "NaN. Raises TypeError on the dtype, ValueError on the shape or a non-contiguous a.");
+  m.def("jacobi_svd", &jacobi_svd, py::arg("a"), py::arg("full_matrices") = true,
+        py::arg("compute_uv") = true,
+        "Batched one-sided Jacobi SVD (native/jacobi.h) on the thread pool. a: (batch, m, n) "
+        "C-contiguous float32 / float64 / complex64 / complex128, min(m, n) <= 64, max(m, n) <= "
+        "4096. Returns (u, s, vh, sweeps) shaped as numpy.linalg.svd (u, vh None without "
+        "compute_uv); s descending. A matrix with NaN / inf gives NaN. Raises TypeError on the "
+        "dtype, ValueError on the shape or a non-contiguous a.");
+  m.def("jacobi_lanes", [](py::dtype dt) {
+          py::array probe(dt, std::vector<int64_t>{0});
+          return starling::jacobi::lanes(jacobi_dtype("jacobi_lanes", probe));
+        }, py::arg("dtype"), "Matrices per SIMD chunk of the Jacobi kernels for a dtype.");
   m.def("gemm_isa", &starling::gemm::isa, "Instruction set of the GEMM kernels in use.");
   m.def("available_cpus", &starling::pool::available_cpus,
         "CPUs this process may use: the affinity mask, capped by a cgroup CPU quota.");
