@@ -13,8 +13,9 @@
 #include "gemm.h"
 #include "pool.h"
 
-// sqrt / division over the lanes vectorise only without errno; products contract to FMAs.
-#pragma GCC optimize("no-math-errno", "fp-contract=fast")
+// Products contract to FMAs. (sqrt over the lanes vectorises only without errno: setup.py
+// passes -fno-math-errno, as this pragma's no-math-errno does not reach template instances.)
+#pragma GCC optimize("fp-contract=fast")
 // 64-byte vector values pass between inline functions only: no ABI is crossed.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -22,7 +23,7 @@
 #define ST_JAC_X86 1
 
 #pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma")
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512dq,avx2,fma,prefer-vector-width=512")
 #define ST_JAC_NS jacobi_avx512
 #include "jacobi_kernels.inc"
 #undef ST_JAC_NS

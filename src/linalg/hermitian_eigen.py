@@ -12,6 +12,7 @@ from ..core.ad_util import Zero
 from ..core.avals import ShapedArray
 from ..core.primitive import Primitive
 from ..arrays.ops import rules_sharding as RS
+from .jacobi import eigh_batched   # native Jacobi for stacks of small matrices, else LAPACK
 from ._common import (
     EighResult, _check_inexact, _low_precision, as_inexact, batch_to_front, check_matrix, col,
     degenerate_tol, diag_part, mH, mm, offdiag_reciprocal, real, row, symmetrize, zeros_for,
@@ -32,10 +33,9 @@ def _eigh_abstract(x, *, lower, compute_v):
 
 
 def _eigh_impl(x, *, lower, compute_v):
-    uplo = "L" if lower else "U"
     if not compute_v:
-        return [np.linalg.eigvalsh(x, UPLO=uplo)]
-    w, v = np.linalg.eigh(x, UPLO=uplo)
+        return eigh_batched(x, lower, compute_v=False)
+    w, v = eigh_batched(x, lower)
     if v.size:
         v = normalize_columns_phase(v)
     return [w, v]
@@ -54,7 +54,8 @@ eigh_p.abstract_eval = _eigh_abstract
 
 def eigh(x, /, *, UPLO="L"):  # noqa: N803  (NumPy's keyword)
     """Eigen-decomposition of Hermitian (real symmetric) matrices ``(*batch, n, n)``
-    (LAPACK ``syevd`` / ``heevd``, divide and conquer).
+    (LAPACK ``syevd`` / ``heevd``, divide and conquer; stacks of small matrices: the native
+    batched cyclic Jacobi, ``starling.linalg.jacobi``).
 
     Only the lower (``UPLO="L"``, default) or upper triangle is read.
 

@@ -19,6 +19,7 @@ from ..core.avals import ShapedArray
 from ..core.primitive import Primitive
 from ..arrays.array import wrap
 from ..arrays.ops import rules_sharding as RS
+from .jacobi import svd_batched   # native Jacobi for stacks of small matrices, else LAPACK
 from ._common import (
     SVDResult, _check_inexact, _low_precision, _snp, as_inexact, batch_to_front, check_matrix,
     degenerate_tol,
@@ -45,8 +46,8 @@ def _svd_abstract(x, *, full_matrices, compute_uv):
 
 def _svd_impl(x, *, full_matrices, compute_uv):
     if not compute_uv:
-        return [np.linalg.svd(x, compute_uv=False)]
-    u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
+        return svd_batched(x, compute_uv=False)
+    u, s, vh = svd_batched(x, full_matrices=full_matrices)
     if s.size:
         u, vh = normalize_svd_phase(u, vh, s.shape[-1])
     return [u, s, vh]
@@ -71,7 +72,8 @@ svd_p.abstract_eval = _svd_abstract
 
 def svd(x, /, *, full_matrices=True, compute_uv=True):
     """Singular value decomposition ``x = U @ diag(S) @ Vh`` of ``(*batch, m, n)`` matrices
-    (LAPACK ``gesdd``, divide and conquer).
+    (LAPACK ``gesdd``, divide and conquer; stacks of small matrices: the native batched
+    one-sided Jacobi SVD, ``starling.linalg.jacobi``).
 
     Args:
         full_matrices: ``U (*batch, m, m)`` and ``Vh (*batch, n, n)`` when True, else
