@@ -261,7 +261,8 @@ def test_empty_batch_and_dispatch_rule():
     assert not J.use_jacobi_eigh((100, 65, 65), np.float32)
     assert not J.use_jacobi_eigh((100, 0, 0), np.float32)
     assert not J.use_jacobi_svd((100, 600, 8), np.float32)   # very tall: LAPACK
-    assert not J.use_jacobi_svd((100, 100, 8), np.float32, full_matrices=True)
+    assert not J.use_jacobi_svd((100, 12, 8), np.float32, full_matrices=True)
+    assert J.use_jacobi_svd((100, 8, 8), np.float32, full_matrices=True)
 
 
 def _count_native(monkeypatch):

@@ -33,7 +33,6 @@ __all__ = ["eigh_batched", "svd_batched", "use_jacobi_eigh", "use_jacobi_svd"]
 
 MAX_N = 64          # the kernels' limit on n (eigh) and min(m, n) (svd)
 _TALL = 8           # svd: Jacobi while max(m, n) <= _TALL * min(m, n) (no QR preconditioning)
-_FULL_LONG = 64     # svd: full_matrices with m != n only up to this long side (completion cost)
 _DTYPES = (np.float32, np.float64, np.complex64, np.complex128)
 
 
@@ -62,7 +61,10 @@ def use_jacobi_svd(shape, dtype, full_matrices=False):
     """Whether :func:`svd_batched` takes the native Jacobi kernel for ``(*batch, m, n)``."""
     m, n = shape[-2:]
     small, big = min(m, n), max(m, n)
-    if full_matrices and m != n and big > _FULL_LONG:
+    if full_matrices and m != n:
+        # U's (or Vh's) extra columns span the complement of the range: any orthonormal basis
+        # of it is valid, and callers (and tests) expect LAPACK's. The kernel computes them
+        # (jacobi_svd(full_matrices=True)), but the primitive keeps LAPACK's choice.
         return False
     return (np.dtype(dtype).type in _DTYPES and 1 <= small <= MAX_N and big <= _TALL * small
             and _batch_size(shape) >= _min_batch(small))
