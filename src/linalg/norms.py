@@ -155,3 +155,75 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
     raise ValueError(f"norm: axis must name 1 or 2 dims, got {axis!r}")
 
 
+
+
+# ---- cond --------------------------------------------------------------------------------------
+
+def _is_cond_order(p):
+    if p is None:
+        return True
+    if isinstance(p, str):
+        return p in ("fro", "nuc")
+    return isinstance(p, (int, float, np.integer, np.floating)) and not isinstance(p, bool) \
+        and p in (2, -2, 1, -1, math.inf, -math.inf)
+
+
+def cond(x, p=None):
+    """Condition number of ``(*batch, m, n)`` matrices (NumPy ``linalg.cond``): ``(*batch)``.
+
+    * ``p`` None or 2: ``S_max / S_min``; ``-2``: ``S_min / S_max``, from the singular values
+      (LAPACK ``gesdd``); any ``m, n``.
+    * ``p`` 1, -1, inf, -inf, "fro", "nuc": ``norm(x, p) * norm(inv(x), p)`` (LU inverse,
+      LAPACK ``getrf`` / ``getri``); square matrices only.
+
+    Singular matrices give ``inf`` (where the SVD or the LU factorization meets an exact zero;
+    a numerically singular matrix gives a huge finite number, as in NumPy, since rounding
+    rarely leaves an exact zero). Matrices with a NaN entry give NaN; with an inf entry (and no
+    NaN) ``inf``. NumPy gives the same values, except that its SVD raises on NaN input and its
+    ``"nuc"`` norm on a singular one.
+
+    Returns:
+        ``(*batch)`` in the real dtype of ``x`` (float32 for integer input).
+    Derivatives: those of the formulas above where the result is finite (``1 / S_min`` and the
+    norms' subgradients; see ``matrix_norm``); zero where it is inf or NaN.
+    Raises:
+        ValueError: ``x.ndim < 2`` or an invalid ``p`` (valid: None, 2, -2, 1, -1, inf, -inf,
+            "fro", "nuc").
+        LinAlgError: (a ValueError, as NumPy) non-square matrices for a ``p`` that needs the
+            inverse, or matrices without entries (``m == 0`` or ``n == 0``).
+    """
+    from ._common import LinAlgError, _shape_str
+    from .solve import inv
+    x = as_inexact("cond", x)
+    check_matrix("cond", x.shape)
+    if not _is_cond_order(p):
+        raise ValueError(f"cond: invalid norm order p={p!r} (valid: None, 2, -2, 1, -1, inf, "
+                         "-inf, 'fro', 'nuc')")
+    m, n = x.shape[-2:]
+    if m == 0 or n == 0:
+        raise LinAlgError(f"cond: not defined on matrices without entries, got shape "
+                          f"{_shape_str(x.shape)}")
+    svd_based = p is None or (not isinstance(p, str) and abs(p) == 2)
+    if not svd_based and m != n:
+        raise LinAlgError(f"cond: p={p!r} needs square matrices (it uses the inverse), got "
+                          f"shape {_shape_str(x.shape)}")
+    # Matrices with non-finite entries are replaced by the identity and their results set at
+    # the end, so that no NaN reaches LAPACK (whose SVD raises on it) and the other matrices of
+    # the stack are unaffected.
+    finite = snp.all(snp.isfinite(x), axis=(-2, -1))
+    has_nan = snp.any(snp.isnan(x), axis=(-2, -1))
+    x = snp.where(finite[..., None, None], x, snp.eye(m, n, dtype=x.dtype))
+    if svd_based:
+        s = svdvals(x)
+        num, den = (s[..., -1], s[..., 0]) if p == -2 else (s[..., 0], s[..., -1])
+        zero = den == 0   # singular (or, for p = -2, zero): inf, with a zero derivative
+        r = snp.where(zero, math.inf, num / snp.where(zero, 1, den))
+    else:
+        xinv = inv(x)   # NaN for the matrices whose LU meets an exact zero pivot
+        singular = snp.any(snp.isnan(xinv), axis=(-2, -1))
+        xinv = snp.where(singular[..., None, None], 0, xinv)
+        r = _matrix_norm(x, (x.ndim - 2, x.ndim - 1), False, p) * \
+            _matrix_norm(xinv, (x.ndim - 2, x.ndim - 1), False, p)
+        r = snp.where(singular, math.inf, r)
+    r = snp.where(~finite, math.inf, r)
+    return snp.where(has_nan, math.nan, r)
