@@ -14,13 +14,36 @@ from .singular_values import svdvals
 
 
 # ---- norms -------------------------------------------------------------------------------------
+# Subgradients: every norm is differentiable away from zeros; at a zero the derivative is the
+# subgradient of smallest norm, 0, never the NaN of inf * 0 (``|x|`` at 0, ``sqrt`` of a zero
+# sum, ``a ** p`` at 0 for p < 1, a zero entry with negative p): a "double where" swaps the
+# operand for 1 under the non-smooth function and selects 0 for the value, so no infinity enters
+# the derivative. Ties of max / min (ord inf / -inf, the 1 / inf matrix norms, the 2-norm's
+# largest singular value) share the derivative equally (starling.numpy.max's rule).
 
 def _real_abs(x):
-    return snp.abs(x)
+    """``|x|``, with derivative 0 (not NaN) at 0 for complex ``x`` (real abs has sign(0) = 0)."""
+    if not dtypes.is_complex(x.dtype):
+        return snp.abs(x)
+    zero = x == 0
+    return snp.where(zero, 0, snp.abs(snp.where(zero, 1, x)))
 
 
-def _sumsq(a, axis, keepdims):
-    return snp.sum(a * a, axis=axis, keepdims=keepdims)
+def _sumsq(x, axis, keepdims):
+    """``sum |x|^2`` written without ``abs`` (``re(conj(x) x)``): smooth at zeros."""
+    sq = snp.real(snp.conj(x) * x) if dtypes.is_complex(x.dtype) else x * x
+    return snp.sum(sq, axis=axis, keepdims=keepdims)
+
+
+def _root_at_zero(s, q):
+    """``s ** q`` (``q > 0``; ``sqrt`` for 1/2) of ``s >= 0``, 0 with derivative 0 at ``s = 0``."""
+    zero = s == 0
+    safe = snp.where(zero, 1, s)
+    return snp.where(zero, 0, snp.sqrt(safe) if q == 0.5 else safe ** q)
+
+
+def _empty_reduction(shape, axes):
+    return any(shape[a] == 0 for a in axes)
 
 
 def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
@@ -31,11 +54,19 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
         axis: None (all elements, as one flattened vector), an int or a tuple of ints.
         keepdims: keep the reduced dims as size 1.
         ord: ``2`` (default, Euclidean), ``1``, ``inf`` (max ``|x|``), ``-inf`` (min ``|x|``),
-            ``0`` (number of non-zeros), or any other real p (including negative p).
+            ``0`` (number of non-zeros), or any other real p: for ``p < 0`` a zero entry makes
+            the norm 0 (``0 ** p = inf``), as NumPy.
     Returns:
-        Array in the real dtype of ``x`` (float32 for integer input).
+        Array in the real dtype of ``x`` (float32 for integer input). An empty reduction gives
+        0 (``inf`` for ``p < 0``), as NumPy; NaN entries give NaN (not for ``ord=0``, which
+        counts them as non-zero).
+    Derivatives: a subgradient at zeros and ties (see the comment above ``_real_abs``): 0 at a
+    zero vector and at zero entries (also for ``0 < p < 1`` and ``p < 0``, where the one-sided
+    derivatives are infinite), ties of ``inf`` / ``-inf`` share equally; ``ord=0`` is piecewise
+    constant (zero derivative).
     Raises:
-        ValueError: bad axis or ``ord``; ``ord=inf/-inf`` over an empty reduction.
+        ValueError: bad axis or ``ord``; ``ord=-inf`` over an empty reduction (the minimum of
+            nothing).
     """
     x = as_inexact("vector_norm", x)
     axes = normalize_axes("vector_norm", axis, x.ndim)
@@ -45,15 +76,23 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):  # noqa: A002
 
 
 def _vector_norm(x, axes, keepdims, ord):  # noqa: A002
+    if isinstance(ord, (str, bool)) or not isinstance(ord, (int, float, np.integer, np.floating)):
+        raise ValueError(f"vector_norm: invalid norm order {ord!r} for vectors (use a real "
+                         "number, inf or -inf)")
     if ord == 2 and len(axes) == x.ndim and not dtypes.is_complex(x.dtype):
         # The 2-norm of all elements is sqrt(x . x): one BLAS dot, as NumPy computes it.
         flat = shape_lax.reshape(x, (x.size,))
-        out = snp.sqrt(_bind(flat, flat, (((0,), (0,)), ((), ()))))
+        out = _root_at_zero(_bind(flat, flat, (((0,), (0,)), ((), ()))), 0.5)
         return shape_lax.reshape(out, (1,) * x.ndim) if keepdims else out
+    if ord == 2:
+        return _root_at_zero(_sumsq(x, axes, keepdims), 0.5)
+    if _empty_reduction(x.shape, axes) and ord == math.inf:
+        return snp.zeros(_reduced_shape(x.shape, axes, keepdims), dtypes.real_dtype(x.dtype))
+    if _empty_reduction(x.shape, axes) and ord == -math.inf:
+        raise ValueError(f"vector_norm: ord=-inf (the minimum of |x|) over an empty reduction: "
+                         f"shape {tuple(x.shape)}, axes {axes}")
     a = _real_abs(x)
     rdt = a.dtype
-    if ord == 2:
-        return snp.sqrt(_sumsq(a, axes, keepdims))
     if ord == math.inf:
         return snp.max(a, axis=axes, keepdims=keepdims)
     if ord == -math.inf:
@@ -62,11 +101,16 @@ def _vector_norm(x, axes, keepdims, ord):  # noqa: A002
         return snp.sum(snp.astype(a != 0, rdt), axis=axes, keepdims=keepdims)
     if ord == 1:
         return snp.sum(a, axis=axes, keepdims=keepdims)
-    if isinstance(ord, str) or not isinstance(ord, (int, float, np.integer, np.floating)):
-        raise ValueError(f"vector_norm: invalid norm order {ord!r} for vectors (use a real "
-                         "number, inf or -inf)")
     p = float(ord)
-    return snp.sum(a ** p, axis=axes, keepdims=keepdims) ** (1.0 / p)
+    zero = a == 0
+    safe = snp.where(zero, 1, a) ** p
+    if p < 0:   # a zero entry: 0 ** p = inf, and inf ** (1 / p) = 0 with derivative 0
+        return snp.sum(snp.where(zero, math.inf, safe), axis=axes, keepdims=keepdims) ** (1 / p)
+    return _root_at_zero(snp.sum(snp.where(zero, 0, safe), axis=axes, keepdims=keepdims), 1 / p)
+
+
+def _reduced_shape(shape, axes, keepdims):
+    return tuple(1 if i in axes else d for i, d in enumerate(shape) if keepdims or i not in axes)
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
@@ -78,9 +122,17 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
             (largest / smallest singular value, from the SVD: LAPACK ``gesdd``), ``1`` / ``-1``
             (max / min column sum of ``|x|``), ``inf`` / ``-inf`` (max / min row sum).
     Returns:
-        Array in the real dtype of ``x`` (float32 for integer input).
+        Array in the real dtype of ``x`` (float32 for integer input). Matrices without entries
+        give 0 (as NumPy >= 2.4 for ``2`` and ``inf``). For "nuc" / ``2`` / ``-2`` a matrix with
+        a NaN or inf entry gives NaN (NumPy: NaN for inf, LinAlgError for NaN) and leaves the
+        rest of the stack unaffected; the other orders propagate NaN / inf as NumPy.
+    Derivatives: a subgradient at zeros and ties: 0 at the zero matrix for "fro" and at zero
+    entries for 1 / inf; tied column / row sums and tied extreme singular values share the
+    derivative equally (so it does not depend on the basis the SVD picks); "nuc" at a singular
+    matrix uses the SVD's basis of the null space (``U V^H`` over all singular vectors).
     Raises:
-        ValueError: ``x.ndim < 2`` or an invalid ``ord``.
+        ValueError: ``x.ndim < 2``, an invalid ``ord``, or ``-2`` / ``-1`` / ``-inf`` (a
+            minimum) over nothing (an ``m`` or ``n`` of 0).
     """
     x = as_inexact("matrix_norm", x)
     check_matrix("matrix_norm", x.shape)
@@ -91,33 +143,54 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
 def _matrix_norm(x, axes, keepdims, ord):  # noqa: A002
     r, c = axes
     if ord == "fro":
-        return snp.sqrt(_sumsq(_real_abs(x), axes, keepdims))
-    if ord in ("nuc", 2, -2):
-        nd = x.ndim
-        rest = tuple(i for i in range(nd) if i not in axes)
-        s = svdvals(shape_lax.transpose(x, rest + (r, c)))
-        if ord == "nuc":
-            out = snp.sum(s, axis=-1)
-        elif ord == 2:
-            out = snp.max(s, axis=-1)
-        else:
-            out = snp.min(s, axis=-1)
+        return _root_at_zero(_sumsq(x, axes, keepdims), 0.5)
+    if isinstance(ord, bool):
+        pass
+    elif ord in ("nuc", 2, -2):
+        out = _singular_value_norm(x, axes, ord)
         if keepdims:
             shape = list(x.shape)
             shape[r] = shape[c] = 1
             out = shape_lax.reshape(out, tuple(shape))
         return out
-    if ord in (1, -1, math.inf, -math.inf) and not isinstance(ord, bool):
+    elif ord in (1, -1, math.inf, -math.inf):
         summed, other = (r, c) if ord in (1, -1) else (c, r)
         sums = snp.sum(_real_abs(x), axis=summed, keepdims=True)
-        red = snp.max if ord > 0 else snp.min
-        out = red(sums, axis=other, keepdims=True)
+        if x.shape[other] == 0 and ord > 0:   # the largest of no sums: 0, as NumPy >= 2.4
+            out = snp.zeros(tuple(1 if i == other else d for i, d in enumerate(sums.shape)),
+                            sums.dtype)
+        elif x.shape[other] == 0:
+            raise ValueError(f"matrix_norm: ord={ord!r} (a minimum over the matrix's "
+                             f"{'columns' if ord == -1 else 'rows'}) of a matrix without any, "
+                             f"shape {tuple(x.shape)}")
+        else:
+            out = (snp.max if ord > 0 else snp.min)(sums, axis=other, keepdims=True)
         if not keepdims:
             out = shape_lax.reshape(out, tuple(d for i, d in enumerate(out.shape)
                                                if i not in axes))
         return out
     raise ValueError(f"matrix_norm: invalid norm order {ord!r} for matrices (valid: 'fro', "
                      "'nuc', 1, -1, 2, -2, inf, -inf)")
+
+
+def _singular_value_norm(x, axes, ord):  # noqa: A002
+    """'nuc' / 2 / -2 norms from the singular values (LAPACK ``gesdd``); the matrices with a
+    non-finite entry give NaN (as NumPy's SVD does for inf; it raises for NaN) without reaching
+    LAPACK, so the rest of a stack is unaffected."""
+    r, c = axes
+    rest = tuple(i for i in range(x.ndim) if i not in axes)
+    x = shape_lax.transpose(x, rest + (r, c))
+    if 0 in x.shape[-2:]:
+        if ord == -2:
+            raise ValueError(f"matrix_norm: ord=-2 (the smallest singular value) of a matrix "
+                             f"without entries, shape {tuple(x.shape)}")
+        return snp.zeros(x.shape[:-2], dtypes.real_dtype(x.dtype))
+    finite = snp.all(snp.isfinite(x), axis=(-2, -1))
+    s = svdvals(snp.where(finite[..., None, None], x, 0))
+    # max / min rather than s[0] / s[-1]: tied singular values share the derivative, which
+    # then does not depend on the basis LAPACK picked for their subspace
+    out = (snp.sum if ord == "nuc" else snp.max if ord == 2 else snp.min)(s, axis=-1)
+    return snp.where(finite, out, math.nan)
 
 
 def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002
