@@ -7,9 +7,10 @@ one block of its file:
 * ``determinant.py`` (det, slogdet), ``linear_solve.py`` (inv, solve),
   ``cholesky_factorization.py``, ``qr_factorization.py``, ``singular_values.py`` (svd,
   svdvals), ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
-  ``norms.py`` (vector_norm, matrix_norm, norm), ``products.py`` (matrix_power, multi_dot),
-  ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py`` (matrix_sqrth),
-  ``polar_decomposition.py`` (polar).
+  ``norms.py`` (vector_norm, matrix_norm, norm, cond), ``products.py`` (matrix_power,
+  multi_dot), ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py``
+  (matrix_sqrth), ``polar_decomposition.py`` (polar), ``eig.py`` (eig, eigvals),
+  ``lstsq.py`` (lstsq), ``tensor.py`` (tensorsolve, tensorinv).
 
 Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
 always the function (a module of the same name would be shadowed by it).
@@ -28,9 +29,11 @@ from ._common import (  # noqa: F401
 )
 from .cholesky_factorization import cholesky  # noqa: F401
 from .determinant import det, slogdet  # noqa: F401
+from .eig import EigResult, eig, eigvals  # noqa: F401
 from .hermitian_eigen import eigh, eigvalsh  # noqa: F401
+from .lstsq import LstsqResult, lstsq  # noqa: F401
 from .matrix_exponential import expm_frechet, matrix_exp  # noqa: F401
-from .norms import matrix_norm, norm, vector_norm  # noqa: F401
+from .norms import cond, matrix_norm, norm, vector_norm  # noqa: F401
 from .pseudo_inverse import matrix_rank, pinv  # noqa: F401
 from .polar_decomposition import polar  # noqa: F401
 from .products import matrix_power, multi_dot  # noqa: F401
@@ -38,10 +41,12 @@ from .qr_factorization import qr  # noqa: F401
 from .linear_solve import inv, solve  # noqa: F401
 from .singular_values import svd, svdvals  # noqa: F401
 from .sqrtm import matrix_sqrth  # noqa: F401
+from .tensor import tensorinv, tensorsolve  # noqa: F401
 
 __all__ = [
-    "EighResult", "LinAlgError", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "det",
-    "eigh", "eigvalsh", "expm_frechet", "inv", "matrix_exp", "matrix_norm", "matrix_power",
-    "matrix_rank", "matrix_sqrth", "multi_dot", "norm", "pinv", "polar", "qr", "slogdet", "solve",
-    "svd", "svdvals", "vector_norm",
+    "EigResult", "EighResult", "LinAlgError", "LstsqResult", "QRResult", "SVDResult",
+    "SlogdetResult", "cholesky", "cond", "det", "eig", "eigh", "eigvals", "eigvalsh",
+    "expm_frechet", "inv", "lstsq", "matrix_exp", "matrix_norm", "matrix_power", "matrix_rank",
+    "matrix_sqrth", "multi_dot", "norm", "pinv", "polar", "qr", "slogdet", "solve", "svd",
+    "svdvals", "tensorinv", "tensorsolve", "vector_norm",
 ]

@@ -10,9 +10,10 @@ from __future__ import annotations
 import operator
 
 from ...linalg import (  # noqa: F401
-    EighResult, LinAlgError, QRResult, SlogdetResult, SVDResult, cholesky, det, eigh, eigvalsh,
-    inv, matrix_norm, matrix_power, matrix_rank, multi_dot, norm, pinv, qr, slogdet, solve, svd,
-    svdvals, vector_norm,
+    EigResult, EighResult, LinAlgError, LstsqResult, QRResult, SlogdetResult, SVDResult,
+    cholesky, cond, det, eig, eigh, eigvals, eigvalsh, inv, lstsq, matrix_norm, matrix_power,
+    matrix_rank, multi_dot, norm, pinv, qr, slogdet, solve, svd, svdvals, tensorinv, tensorsolve,
+    vector_norm,
 )
 from ...linalg._common import check_matrix
 from ..convert import operand
@@ -20,10 +21,10 @@ from ..ops.linear import _diagonal, cross, matmul, snp, tensordot, vecdot  # noq
 from ..ops.linear import outer as _flat_outer
 
 __all__ = [
-    "LinAlgError", "cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul",
-    "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "multi_dot", "norm",
-    "outer", "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace",
-    "vecdot", "vector_norm",
+    "LinAlgError", "cholesky", "cond", "cross", "det", "diagonal", "eig", "eigh", "eigvals",
+    "eigvalsh", "inv", "lstsq", "matmul", "matrix_norm", "matrix_power", "matrix_rank",
+    "matrix_transpose", "multi_dot", "norm", "outer", "pinv", "qr", "slogdet", "solve", "svd",
+    "svdvals", "tensordot", "tensorinv", "tensorsolve", "trace", "vecdot", "vector_norm",
 ]
 
 
