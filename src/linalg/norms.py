@@ -6,10 +6,12 @@ import math
 import numpy as np
 
 from ..core import dtypes
+from ..arrays.array import Array
 from ..arrays.ops import shape_lax
 from ..arrays.ops.axes import normalize_axes
 from ..arrays.ops.linear import _bind, snp
-from ._common import as_inexact, check_matrix
+from ._common import LinAlgError, _shape_str, as_inexact, check_matrix
+from .linear_solve import inv
 from .singular_values import svdvals
 
 
@@ -265,8 +267,7 @@ def cond(x, p=None):
         LinAlgError: (a ValueError, as NumPy) non-square matrices for a ``p`` that needs the
             inverse, or matrices without entries (``m == 0`` or ``n == 0``).
     """
-    from ._common import LinAlgError, _shape_str
-    from .solve import inv
+    from ..arrays.ops.autodiff import stop_gradient
     x = as_inexact("cond", x)
     check_matrix("cond", x.shape)
     if not _is_cond_order(p):
@@ -292,9 +293,12 @@ def cond(x, p=None):
         zero = den == 0   # singular (or, for p = -2, zero): inf, with a zero derivative
         r = snp.where(zero, math.inf, num / snp.where(zero, 1, den))
     else:
-        xinv = inv(x)   # NaN for the matrices whose LU meets an exact zero pivot
+        xinv = inv(stop_gradient(x))   # NaN where the LU meets an exact zero pivot
         singular = snp.any(snp.isnan(xinv), axis=(-2, -1))
-        xinv = snp.where(singular[..., None, None], 0, xinv)
+        if type(x) is Array:   # concrete: no derivative will be taken, one LU is enough
+            xinv = snp.where(singular[..., None, None], 0, xinv)
+        else:   # differentiable, with no NaN in the derivative (which would meet the mask's 0)
+            xinv = inv(snp.where(singular[..., None, None], snp.eye(m, dtype=x.dtype), x))
         r = _matrix_norm(x, (x.ndim - 2, x.ndim - 1), False, p) * \
             _matrix_norm(xinv, (x.ndim - 2, x.ndim - 1), False, p)
         r = snp.where(singular, math.inf, r)

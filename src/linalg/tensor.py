@@ -32,10 +32,7 @@ def tensorsolve(a, b, /, axes=None):
     a, b = promote_operands("tensorsolve", (a, b), "inexact")
     an = a.ndim
     if axes is not None:
-        axes = normalize_axes("tensorsolve", axes, an)
-        if len(set(axes)) != len(axes):
-            raise ValueError(f"tensorsolve: repeated axes {axes} for a of shape "
-                             f"{tuple(a.shape)}")
+        axes = normalize_axes("tensorsolve", axes, an)   # raises for repeated axes
         rest = tuple(i for i in range(an) if i not in axes)
         a = shape_lax.transpose(a, rest + axes)
     sa, sb = tuple(a.shape), tuple(b.shape)
