@@ -537,3 +537,27 @@ def test_matrix_norm_empty():
         LA.matrix_norm(A(np.zeros((0, 3))), ord=-2)
     with pytest.raises(ValueError, match=r"matrix_norm: ord=-1 .* without any"):
         LA.matrix_norm(A(np.zeros((3, 0))), ord=-1)
+
+
+# ---- jit against eager -------------------------------------------------------------------------
+
+JIT_CASES = [
+    ("eig", lambda x, b: LA.eig(x)), ("eigvals", lambda x, b: LA.eigvals(x)),
+    ("lstsq", lambda x, b: LA.lstsq(x, b)), ("lstsq_wide", lambda x, b: LA.lstsq(x[:, :3], b[:, :3])),
+    ("tensorsolve", lambda x, b: LA.tensorsolve(x, b[:, 0])),
+    ("tensorinv", lambda x, b: LA.tensorinv(snp.reshape(x, (2, 2, 4)), ind=2)),
+] + [(f"cond {p}", lambda x, b, p=p: LA.cond(x, p)) for p in P_ALL] \
+  + [(f"norm {o}", lambda x, b, o=o: LA.norm(x, o)) for o in MAT_ORDS] \
+  + [(f"vector_norm {o}", lambda x, b, o=o: LA.vector_norm(x, ord=o, axis=0))
+     for o in VEC_ORDS if o is not None]
+
+
+@pytest.mark.parametrize("name,fn", JIT_CASES, ids=[c[0] for c in JIT_CASES])
+def test_jit_matches_eager(name, fn):
+    x, b = A(rnd((2, 4, 4), seed=40) + 4 * np.eye(4)), A(rnd((2, 4, 2), seed=41))
+    if name.startswith(("tensor", "cond", "norm", "vector")):
+        x, b = x[0], b[0]
+    got, want = starling.jit(fn)(x, b), fn(x, b)
+    for g, w in zip(starling.tree.leaves(got), starling.tree.leaves(want)):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12, atol=1e-14)

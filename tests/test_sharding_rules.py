@@ -118,6 +118,7 @@ NATURAL["argmin"] = (lambda x: snp.argmin(x, axis=0), [(X, S1)], [S0])
 NATURAL["squeeze"] = (lambda x: snp.squeeze(x, 1), [(X[:, :1], S0)], [S0])
 NATURAL["pad"] = (lambda x: snp.pad(x, ((0, 0), (1, 2))), [(X, S0)], [S0])
 NATURAL["slice"] = (lambda x: x[:, 1:4], [(X, S0)], [S0])
+NATURAL["eig"] = (snp.linalg.eig, [(SPD, S0)], [S0, S0])
 
 # Primitives that get their own tests below (position-dependent pieces, bodies).
 ELSEWHERE = {"iota": "test_iota_split_counts_from_its_start",
