@@ -9,8 +9,8 @@ one block of its file:
   svdvals), ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
   ``norms.py`` (vector_norm, matrix_norm, norm, cond), ``products.py`` (matrix_power,
   multi_dot), ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py``
-  (matrix_sqrth), ``polar_decomposition.py`` (polar), ``eig.py`` (eig, eigvals),
-  ``lstsq.py`` (lstsq), ``tensor.py`` (tensorsolve, tensorinv).
+  (matrix_sqrth), ``polar_decomposition.py`` (polar), ``general_eigen.py`` (eig, eigvals),
+  ``least_squares.py`` (lstsq), ``tensor_equations.py`` (tensorsolve, tensorinv).
 
 Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
 always the function (a module of the same name would be shadowed by it).
@@ -29,9 +29,9 @@ from ._common import (  # noqa: F401
 )
 from .cholesky_factorization import cholesky  # noqa: F401
 from .determinant import det, slogdet  # noqa: F401
-from .eig import EigResult, eig, eigvals  # noqa: F401
+from .general_eigen import EigResult, eig, eigvals  # noqa: F401
 from .hermitian_eigen import eigh, eigvalsh  # noqa: F401
-from .lstsq import LstsqResult, lstsq  # noqa: F401
+from .least_squares import LstsqResult, lstsq  # noqa: F401
 from .matrix_exponential import expm_frechet, matrix_exp  # noqa: F401
 from .norms import cond, matrix_norm, norm, vector_norm  # noqa: F401
 from .pseudo_inverse import matrix_rank, pinv  # noqa: F401
@@ -41,7 +41,7 @@ from .qr_factorization import qr  # noqa: F401
 from .linear_solve import inv, solve  # noqa: F401
 from .singular_values import svd, svdvals  # noqa: F401
 from .sqrtm import matrix_sqrth  # noqa: F401
-from .tensor import tensorinv, tensorsolve  # noqa: F401
+from .tensor_equations import tensorinv, tensorsolve  # noqa: F401
 
 __all__ = [
     "EigResult", "EighResult", "LinAlgError", "LstsqResult", "QRResult", "SVDResult",

@@ -1,6 +1,7 @@
-"""OpInfos of eig / eigvals, lstsq, cond, tensorsolve / tensorinv (src/linalg/eig.py, lstsq.py,
-norms.py, tensor.py), so that the generated tests check them against NumPy eager and staged,
-their derivatives by check_grads (order 2, both modes) and vmap against a loop.
+"""OpInfos of eig / eigvals, lstsq, cond, tensorsolve / tensorinv (src/linalg/general_eigen.py,
+least_squares.py, norms.py, tensor_equations.py), so that the generated tests check them
+against NumPy eager and staged, their derivatives by check_grads (order 2, both modes) and
+vmap against a loop.
 
 References are NumPy's, brought to Starling's documented conventions: eig's outputs complex and
 its eigenvectors in the gauge "unit norm, entry of largest modulus real positive"; lstsq batched

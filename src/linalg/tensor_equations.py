@@ -9,7 +9,7 @@ from ..arrays.ops import shape_lax
 from ..arrays.ops.axes import normalize_axes
 from ..arrays.ops.elementwise_family import promote_operands
 from ._common import LinAlgError, as_inexact
-from .solve import inv, solve
+from .linear_solve import inv, solve
 
 
 def tensorsolve(a, b, /, axes=None):

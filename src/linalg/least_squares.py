@@ -12,8 +12,8 @@ from ..arrays.ops import shape_lax
 from ..arrays.ops.elementwise_family import broadcast_shapes, promote_operands
 from ..arrays.ops.linear import snp
 from ._common import check_matrix, mm
-from .pinv import _cutoff, pinv
-from .svd import svdvals
+from .pseudo_inverse import _cutoff, pinv
+from .singular_values import svdvals
 
 
 class LstsqResult(NamedTuple):

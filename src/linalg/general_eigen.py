@@ -13,12 +13,12 @@ from ..core.primitive import Primitive
 from ..arrays.ops import rules_sharding as RS
 from ..arrays.ops.convert_element_type import convert_element_type
 from ._common import (
-    _LOW, _check_inexact, _snp, as_inexact, batch_to_front, check_matrix, col, conj, diag_part,
-    mm, offdiag_reciprocal, real, row, zeros_for,
+    _LOW, _check_inexact, _snp, as_inexact, batch_to_front, check_matrix, col, conj,
+    degenerate_tol, diag_part, mm, offdiag_reciprocal, real, row, zeros_for,
 )
-from .eigh import normalize_columns_phase
-from .solve import inv
-from .svd import gauge_phase
+from .hermitian_eigen import normalize_columns_phase
+from .linear_solve import inv
+from .singular_values import gauge_phase
 
 
 class EigResult(NamedTuple):
@@ -126,7 +126,9 @@ def eig(x, /):
     algorithmic differentiation", sec. 3.1): with ``dP = V^{-1} dA V``, ``dw = diag(dP)`` and
     ``dV = V (F o dP)``, ``F_ij = 1 / (w_j - w_i)`` off the diagonal, plus the multiple of each
     column that keeps its norm and phase gauge. The eigenvectors' derivative needs distinct
-    eigenvalues (it is infinite otherwise); the eigenvalues' needs a diagonalizable matrix, and
+    eigenvalues; eigenvalues equal to rounding (``n * eps * max|w|``) count as one repeated
+    value whose vectors get no rotation among themselves (finite, and exact for losses that do
+    not depend on the basis of its eigenspace, as for ``eigh``). The eigenvalues' needs a diagonalizable matrix, and
     distinct eigenvalues for each one alone (a repeated eigenvalue is not differentiable, only
     symmetric functions of the group such as their sum are: ``grad`` of
     ``sum(real(eigvals(x)))`` is the identity). At a defective matrix (a Jordan block) ``V`` is
@@ -155,7 +157,9 @@ def eigvals(x, /):
 
 # ---- eig rules ---------------------------------------------------------------------------------
 # A V = V W gives dP + W C - C W = dW with C = V^{-1} dV, dP = V^{-1} dA V: dW = diag(dP),
-# C_ij = dP_ij / (w_j - w_i) off the diagonal. C's diagonal (a multiple c_j of each column) is
+# C_ij = dP_ij / (w_j - w_i) off the diagonal, 0 for pairs equal to rounding (as in eigh: no
+# rotation inside a repeated eigenvalue's space, exact for losses that do not depend on its
+# basis, e.g. at a diagonalizable repeated eigenvalue such as the identity's). C's diagonal (a multiple c_j of each column) is
 # fixed by the gauge: re(v_j^H dv_j) = 0 keeps the unit norm, and the imaginary part of c_j keeps
 # the pivot entry real (svd.gauge_phase). Real input: its real tangent is promoted to complex by
 # a convert_element_type, whose transpose takes the real part of the cotangent.
@@ -172,7 +176,7 @@ def _eig_jvp(primals, tangents, *, compute_v):
     dw = diag_part(dp)
     if not compute_v:
         return [w], [dw]
-    dv = mm(v, offdiag_reciprocal(row(w) - col(w)) * dp)
+    dv = mm(v, offdiag_reciprocal(row(w) - col(w), degenerate_tol(w)) * dp)
     dv = dv - v * row(real(_snp().sum(conj(v) * dv, axis=-2)))
     dv = dv + v * row(gauge_phase(v, dv))
     return [w, v], [dw, dv]
