@@ -172,6 +172,26 @@ def test_eig_nan_matrix_gives_nan_and_leaves_the_stack():
         assert_same_spectrum(w[[0, 2]], np.linalg.eigvals(x[[0, 2]]), 1e-12)
 
 
+def test_eig_non_convergence_gives_nan_for_that_matrix_only(monkeypatch):
+    # LAPACK geev rarely fails to converge; simulate it for the matrices whose [0, 0] is 7
+    from starling.linalg import general_eigen
+    real_geev = general_eigen._geev
+
+    def geev(x, compute_v):
+        if (x[..., 0, 0] == 7).any():
+            raise np.linalg.LinAlgError("Eigenvalues did not converge")
+        return real_geev(x, compute_v)
+    monkeypatch.setattr(general_eigen, "_geev", geev)
+    x = rnd((2, 3, 3, 3), seed=9)
+    x[1, 0, 0, 0] = 7
+    for f in (LA.eig, LA.eigvals):
+        out = f(A(x))
+        w = np.asarray(out[0] if isinstance(out, tuple) else out)
+        assert w.shape == (2, 3, 3)
+        assert np.isnan(w[1, 0]).all() and not np.isnan(np.delete(w.reshape(6, 3), 3, 0)).any()
+        assert_same_spectrum(w[0], np.linalg.eigvals(x[0]), 1e-12)
+
+
 def test_eig_dtypes_and_empty():
     assert LA.eig(A(np.eye(2, dtype=np.int32))).eigenvalues.dtype == np.complex64
     assert LA.eigvals(A(np.eye(2, dtype=np.float16))).dtype == np.complex64
@@ -264,6 +284,10 @@ def test_lstsq_batched_broadcasts_like_solve():
     for i in range(2):
         for j in range(4):
             assert_lstsq((x[i, j], res[i, j], rank[i, j], s[i, j]), np_lstsq(a[i, 0], b[j]))
+    # vmap over b alone: one factorization of a for all right-hand sides, same values
+    got = starling.vmap(LA.lstsq, in_axes=(None, 0))(A(a[1, 0]), A(b))
+    for j in range(4):
+        assert_lstsq([np.asarray(o)[j] for o in got], np_lstsq(a[1, 0], b[j]))
     xv = LA.lstsq(A(a), A(b[0, :, 0])).solution   # 1-d b: one vector for every matrix
     assert xv.shape == (2, 1, 3)
     np.testing.assert_allclose(np.asarray(xv)[1, 0], np_lstsq(a[1, 0], b[0, :, 0])[0])

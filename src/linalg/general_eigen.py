@@ -46,6 +46,8 @@ def _eig_abstract(x, *, compute_v):
 def _eig_impl(x, *, compute_v):
     x = np.asarray(x)
     cdt = dtypes.complex_dtype(x.dtype)
+    if x.dtype in _LOW:   # (eig / eigvals convert these first; a direct bind may not)
+        x = x.astype(np.float32)
     # LAPACK rejects non-finite input (and, rarely, fails to converge): those matrices of the
     # stack give NaN and the others their values, in eager and compiled code alike.
     ok = np.isfinite(x).all(axis=(-2, -1))
@@ -83,7 +85,7 @@ def _geev_each(x, compute_v, ok):
                 o[i] = r
         except np.linalg.LinAlgError:
             good[i] = False
-    return [o.reshape(x.shape[:o.ndim - 1] + o.shape[1:]) for o in outs], good.reshape(ok.shape)
+    return [o.reshape(x.shape[:-2] + o.shape[1:]) for o in outs], good.reshape(ok.shape)
 
 
 eig_p.impl = _eig_impl

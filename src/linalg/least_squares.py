@@ -75,14 +75,19 @@ def lstsq(a, b, /, rcond=None):
         b = shape_lax.reshape(b, (m, 1))
         sb = (m, 1)
     batch = broadcast_shapes("lstsq", sa[:-2], sb[:-2])
-    a, b = _broadcast_batch(a, batch), _broadcast_batch(b, batch)
     rtol = _rtol(rcond, m, n, a.dtype)
+    if not isinstance(rtol, float):   # an array of cutoffs may have the batch dims of b
+        a = _broadcast_batch(a, batch)
+    # a keeps its own batch dims: one SVD per matrix of a, whatever b's batch (so that vmap
+    # over b alone, or many right-hand sides, share one factorization); matmul broadcasts
     s = svdvals(a)
     x = mm(pinv(a, rtol=rtol), b)
     if min(m, n) == 0:
-        rank = wrap(np.zeros(batch, np.int64), False)
+        rank = wrap(np.zeros(tuple(a.shape[:-2]), np.int64), False)
     else:
         rank = snp.sum(snp.astype(s > _cutoff(s, rtol, a), dtypes.int64), axis=-1)
+    rank = snp.broadcast_to(rank, batch)
+    s = snp.broadcast_to(s, batch + s.shape[-1:])
     resid = _residuals(a, b, x, rank, batch)
     if vector:
         x = shape_lax.reshape(x, batch + (n,))
