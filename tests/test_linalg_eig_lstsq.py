@@ -567,7 +567,8 @@ def test_matrix_norm_empty():
 
 JIT_CASES = [
     ("eig", lambda x, b: LA.eig(x)), ("eigvals", lambda x, b: LA.eigvals(x)),
-    ("lstsq", lambda x, b: LA.lstsq(x, b)), ("lstsq_wide", lambda x, b: LA.lstsq(x[:, :3], b[:, :3])),
+    ("lstsq", lambda x, b: LA.lstsq(x, b)),
+    ("lstsq_wide", lambda x, b: LA.lstsq(x[:, :3], b[:, :3])),
     ("tensorsolve", lambda x, b: LA.tensorsolve(x, b[:, 0])),
     ("tensorinv", lambda x, b: LA.tensorinv(snp.reshape(x, (2, 2, 4)), ind=2)),
 ] + [(f"cond {p}", lambda x, b, p=p: LA.cond(x, p)) for p in P_ALL] \

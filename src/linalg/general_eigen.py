@@ -130,11 +130,12 @@ def eig(x, /):
     column that keeps its norm and phase gauge. The eigenvectors' derivative needs distinct
     eigenvalues; eigenvalues equal to rounding (``n * eps * max|w|``) count as one repeated
     value whose vectors get no rotation among themselves (finite, and exact for losses that do
-    not depend on the basis of its eigenspace, as for ``eigh``). The eigenvalues' needs a diagonalizable matrix, and
-    distinct eigenvalues for each one alone (a repeated eigenvalue is not differentiable, only
-    symmetric functions of the group such as their sum are: ``grad`` of
-    ``sum(real(eigvals(x)))`` is the identity). At a defective matrix (a Jordan block) ``V`` is
-    singular and the derivatives are not finite: the eigenvalues move like ``eps^(1/k)`` there.
+    not depend on the basis of its eigenspace, as for ``eigh``). The eigenvalues' needs a
+    diagonalizable matrix, and distinct eigenvalues for each one alone (a repeated eigenvalue
+    is not differentiable, only symmetric functions of the group such as their sum are:
+    ``grad`` of ``sum(real(eigvals(x)))`` is the identity). At a defective matrix (a Jordan
+    block) ``V`` is singular and the derivatives are not finite: the eigenvalues move like
+    ``eps^(1/k)`` there.
     For real input the tangents of the real input are real and the cotangent reaching ``x`` is
     the real part (the input cannot move off the reals).
     Raises:
@@ -161,10 +162,11 @@ def eigvals(x, /):
 # A V = V W gives dP + W C - C W = dW with C = V^{-1} dV, dP = V^{-1} dA V: dW = diag(dP),
 # C_ij = dP_ij / (w_j - w_i) off the diagonal, 0 for pairs equal to rounding (as in eigh: no
 # rotation inside a repeated eigenvalue's space, exact for losses that do not depend on its
-# basis, e.g. at a diagonalizable repeated eigenvalue such as the identity's). C's diagonal (a multiple c_j of each column) is
-# fixed by the gauge: re(v_j^H dv_j) = 0 keeps the unit norm, and the imaginary part of c_j keeps
-# the pivot entry real (svd.gauge_phase). Real input: its real tangent is promoted to complex by
-# a convert_element_type, whose transpose takes the real part of the cotangent.
+# basis, e.g. at a diagonalizable repeated eigenvalue such as the identity's). C's diagonal (a
+# multiple c_j of each column) is fixed by the gauge: re(v_j^H dv_j) = 0 keeps the unit norm,
+# and the imaginary part of c_j keeps the pivot entry real (singular_values.gauge_phase). Real
+# input: its real tangent is promoted to complex by a convert_element_type, whose transpose
+# takes the real part of the cotangent.
 
 def _eig_jvp(primals, tangents, *, compute_v):
     (x,), (t,) = primals, tangents
