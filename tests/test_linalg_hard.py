@@ -224,3 +224,20 @@ def test_second_derivatives_on_hard_matrices(name):
     from starling.test_util import check_grads
     f, x, tol = GRAD_CASES[name]
     check_grads(f, [x], order=2, modes=("fwd", "rev"), atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("n", [3, 70])   # the Jacobi kernel and LAPACK's path
+def test_non_finite_matrices_give_nan_for_themselves_only(n):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((3, n, n))
+    x[1, n - 1, 0] = np.nan
+    sym = x + np.swapaxes(x, -1, -2)
+    sym[2] = np.eye(n) + np.triu(np.full((n, n), np.inf), 1)   # inf only where eigh does not read
+    for out in (LA.svdvals(snp.asarray(x)), LA.svd(snp.asarray(x)).U,
+                LA.eigvalsh(snp.asarray(sym)), LA.eigh(snp.asarray(sym)).eigenvectors):
+        out = N(out)
+        assert np.isnan(out[1]).all()
+        assert np.isfinite(out[0]).all() and np.isfinite(out[2]).all()
+    np.testing.assert_allclose(N(LA.eigvalsh(snp.asarray(sym)))[2], np.ones(n))
+    np.testing.assert_allclose(N(LA.svdvals(snp.asarray(x)))[0],
+                               np.linalg.svd(x[0], compute_uv=False), rtol=1e-12)

@@ -257,3 +257,42 @@ def batch_to_front(prim):
 
 
 # ---- det / slogdet -----------------------------------------------------------------------------
+
+
+def lapack_or_nan(fn, x, ok=None):
+    """``fn(x)`` (a LAPACK driver over a stack ``(*batch, m, n)`` returning a list of arrays
+    with leading ``*batch`` dims) with NaN results for the matrices it cannot take: those
+    holding inf / NaN (``ok``, shape ``(*batch)``: which matrices are usable; default: all
+    entries finite) and those on which LAPACK fails (a rare non-convergence raises
+    ``numpy.linalg.LinAlgError`` for the whole stack: the stack is then redone matrix by
+    matrix). The other matrices of the stack keep their values: Starling's default for
+    non-finite input, the same in eager and compiled code (NumPy raises for the whole stack)."""
+    if ok is None:
+        ok = np.isfinite(x).all(axis=(-2, -1))
+    clean = x if ok.all() else np.where(ok[..., None, None], x, 0)
+    try:
+        outs = list(fn(clean))
+    except np.linalg.LinAlgError:
+        flat = clean.reshape((-1,) + clean.shape[-2:])
+        template = list(fn(np.zeros_like(flat[0])))   # the shapes of one matrix's results
+        each = []
+        for a in flat:
+            try:
+                each.append(list(fn(a)))
+            except np.linalg.LinAlgError:
+                each.append(None)
+        done = [r for r in each if r is not None]
+        # (NumPy's eig gives a real dtype for a matrix with real eigenvalues: the stack takes
+        # the common one)
+        outs = [np.empty((len(each),) + t.shape, np.result_type(t, *[r[j] for r in done]))
+                for j, t in enumerate(template)]
+        for i, r in enumerate(each):
+            for o, v in zip(outs, r if r is not None else template):
+                o[i] = v
+        outs = [o.reshape(x.shape[:-2] + o.shape[1:]) for o in outs]
+        ok = ok & np.array([r is not None for r in each]).reshape(ok.shape)
+    if not ok.all():
+        outs = [np.array(o) for o in outs]   # writable
+        for o in outs:
+            o[~ok] = complex(np.nan, np.nan) if o.dtype.kind == "c" else np.nan
+    return outs

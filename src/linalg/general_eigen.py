@@ -14,7 +14,7 @@ from ..arrays.ops import rules_sharding as RS
 from ..arrays.ops.convert_element_type import convert_element_type
 from ._common import (
     _LOW, _check_inexact, _snp, as_inexact, batch_to_front, check_matrix, col, conj,
-    degenerate_tol, diag_part, mm, offdiag_reciprocal, real, row, zeros_for,
+    degenerate_tol, diag_part, lapack_or_nan, mm, offdiag_reciprocal, real, row, zeros_for,
 )
 from .hermitian_eigen import normalize_columns_phase
 from .linear_solve import inv
@@ -32,7 +32,6 @@ class EigResult(NamedTuple):
 # ---- eig ---------------------------------------------------------------------------------------
 
 eig_p = Primitive("eig", multiple_results=True, family="linalg")
-_NAN = complex(np.nan, np.nan)
 
 
 def _eig_abstract(x, *, compute_v):
@@ -50,18 +49,9 @@ def _eig_impl(x, *, compute_v):
         x = x.astype(np.float32)
     # LAPACK rejects non-finite input (and, rarely, fails to converge): those matrices of the
     # stack give NaN and the others their values, in eager and compiled code alike.
-    ok = np.isfinite(x).all(axis=(-2, -1))
-    xs = np.where(ok[..., None, None], x, 0)
-    try:
-        outs = _geev(xs, compute_v)
-    except np.linalg.LinAlgError:
-        outs, ok = _geev_each(xs, compute_v, ok)
-    outs = [o.astype(cdt) for o in outs]
+    outs = [o.astype(cdt) for o in lapack_or_nan(lambda a: _geev(a, compute_v), x)]
     if compute_v and outs[1].size:
         outs[1] = normalize_columns_phase(outs[1])
-    if not ok.all():
-        for o in outs:
-            o[~ok] = _NAN
     return outs
 
 
@@ -69,23 +59,6 @@ def _geev(x, compute_v):
     if compute_v:
         return list(np.linalg.eig(x))
     return [np.linalg.eigvals(x)]
-
-
-def _geev_each(x, compute_v, ok):
-    """Matrix by matrix, for a stack in which some matrix did not converge (-> NaN)."""
-    n = x.shape[-1]
-    flat = x.reshape((-1, n, n))
-    outs = [np.full(flat.shape[:-1], _NAN, np.complex128)]
-    if compute_v:
-        outs.append(np.full(flat.shape, _NAN, np.complex128))
-    good = ok.reshape(-1).copy()
-    for i in range(flat.shape[0]):
-        try:
-            for o, r in zip(outs, _geev(flat[i], compute_v)):
-                o[i] = r
-        except np.linalg.LinAlgError:
-            good[i] = False
-    return [o.reshape(x.shape[:-2] + o.shape[1:]) for o in outs], good.reshape(ok.shape)
 
 
 eig_p.impl = _eig_impl

@@ -13,8 +13,8 @@ batch being the SIMD lane direction, and spread chunks over Starling's thread po
   ``full_matrices=True`` completed by Gram-Schmidt.
 
 Both scale each matrix by a power of two first (huge and tiny input are safe), and a matrix
-holding NaN or inf gives NaN results (LAPACK's path may raise ``numpy.linalg.LinAlgError``
-instead). Accuracy is LAPACK's: scaled residuals ``||A V - V L|| / (n eps ||A||)`` and
+holding NaN or inf gives NaN results (so does LAPACK's path, through
+``_common.lapack_or_nan``). Accuracy is LAPACK's: scaled residuals ``||A V - V L|| / (n eps ||A||)`` and
 ``||V^H V - I|| / (n eps)`` of order 1. The vectors come in no particular
 sign / phase: the eigh and svd primitives normalize them (``starling.linalg.hermitian_eigen``,
 ``singular_values``), so both paths give the same gauge.
@@ -28,6 +28,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
+from ._common import lapack_or_nan
 
 __all__ = ["eigh_batched", "svd_batched", "use_jacobi_eigh", "use_jacobi_svd"]
 
@@ -81,15 +83,18 @@ def eigh_batched(x, lower=True, compute_v=True):
     Returns:
         ``[w]`` or ``[w, v]``: eigenvalues ``(*batch, n)`` ascending in the real dtype,
         eigenvectors ``(*batch, n, n)`` as columns.
-    Raises:
-        numpy.linalg.LinAlgError: only from LAPACK's path (non-convergence).
+    Matrices holding inf / NaN (in the triangle that is read, for eigh), or on which LAPACK
+    does not converge, give NaN results; the rest of the stack is unaffected.
     """
     x = np.asarray(x)
     if not use_jacobi_eigh(x.shape, x.dtype):
         uplo = "L" if lower else "U"
+        # only the triangle that is read must be finite (LAPACK ignores the other)
+        half = np.tril(x) if lower else np.triu(x)
+        ok = np.isfinite(half).all(axis=(-2, -1))
         if not compute_v:
-            return [np.linalg.eigvalsh(x, UPLO=uplo)]
-        return list(np.linalg.eigh(x, UPLO=uplo))
+            return lapack_or_nan(lambda a: [np.linalg.eigvalsh(a, UPLO=uplo)], x, ok)
+        return lapack_or_nan(lambda a: list(np.linalg.eigh(a, UPLO=uplo)), x, ok)
     batch, n = x.shape[:-2], x.shape[-1]
     a = np.ascontiguousarray(x.reshape((-1, n, n)))
     w, v, _ = _native().jacobi_eigh(a, lower, compute_v)
@@ -108,14 +113,14 @@ def svd_batched(x, full_matrices=True, compute_uv=True):
         compute_uv: also return ``U`` and ``Vh``.
     Returns:
         ``[s]`` or ``[u, s, vh]``; ``s (*batch, k)`` descending, in the real dtype.
-    Raises:
-        numpy.linalg.LinAlgError: only from LAPACK's path (non-convergence).
+    Matrices holding inf / NaN (in the triangle that is read, for eigh), or on which LAPACK
+    does not converge, give NaN results; the rest of the stack is unaffected.
     """
     x = np.asarray(x)
     if not use_jacobi_svd(x.shape, x.dtype, full_matrices and compute_uv):
         if not compute_uv:
-            return [np.linalg.svd(x, compute_uv=False)]
-        return list(np.linalg.svd(x, full_matrices=full_matrices))
+            return lapack_or_nan(lambda a: [np.linalg.svd(a, compute_uv=False)], x)
+        return lapack_or_nan(lambda a: list(np.linalg.svd(a, full_matrices=full_matrices)), x)
     batch, (m, n) = x.shape[:-2], x.shape[-2:]
     a = np.ascontiguousarray(x.reshape((-1, m, n)))
     u, s, vh, _ = _native().jacobi_svd(a, bool(full_matrices), bool(compute_uv))
