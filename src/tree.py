@@ -97,10 +97,25 @@ def broadcast_prefix(prefix, full):
     apply to whole subtrees. Raises ValueError when ``prefix`` is not a prefix of ``full``."""
     marked = optree.tree_map(lambda x: _NONE_AXIS if x is None else x, prefix, none_is_leaf=True,
                              namespace=NAMESPACE)
-    # optree's message shows the mismatched subtree: its leaves as dtype[shape], never the data
-    described = optree.tree_map(_Described, full, namespace=NAMESPACE)
-    flat = optree.broadcast_prefix(marked, described, none_is_leaf=False, namespace=NAMESPACE)
+    try:
+        flat = optree.broadcast_prefix(marked, full, none_is_leaf=False, namespace=NAMESPACE)
+    except ValueError:
+        # again, for optree's message, which shows the mismatched subtree: arrays in it as
+        # dtype[shape], never their data
+        optree.broadcast_prefix(marked, _described(full), none_is_leaf=False,
+                                namespace=NAMESPACE)
+        raise
     return [None if x is _NONE_AXIS else x for x in flat]
+
+
+def _described(tree):
+    """``tree`` with its arrays replaced by their dtype[shape]. Only Python's own containers are
+    rebuilt: a registered node's unflatten may have side effects (nn modules rebind)."""
+    if type(tree) in (tuple, list):
+        return type(tree)(_described(x) for x in tree)
+    if type(tree) is dict:
+        return {k: _described(v) for k, v in tree.items()}
+    return _Described(tree) if hasattr(tree, "shape") and hasattr(tree, "dtype") else tree
 
 
 class _Described:
