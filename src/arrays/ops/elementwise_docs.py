@@ -119,23 +119,30 @@ def unary_doc(summary, domain, out="same", *, notes="", extra_args=""):
     return text
 
 
-def binary_doc(summary, domain, out="same", *, notes="", args="x1, x2", extra_args=""):
-    """Google-style docstring for a two-operand broadcasting elementwise op."""
+def binary_doc(summary, domain, out="same", *, notes="", args="x1, x2", extra_args="",
+               promote=True):
+    """Google-style docstring for a two-operand broadcasting elementwise op.
+
+    ``promote=False`` is for ops that convert each operand on its own (the logical ops take
+    truth values), so neither promotion errors nor Python int overflow can occur.
+    """
     returns = RETURNS[out]
     if domain in ("inexact", "real_inexact") and out == "same":
         returns = "the promoted dtype (float32 when it is bool / integer)"
+    dtype_rule = PROMOTION if promote else "each operand is converted on its own (no promotion)"
     text = (f"{summary}\n\nArgs:\n"
             + entry(f"{args}: ", f"arrays or Python scalars whose shapes broadcast to "
-                                  f"``(*shape)``; {PROMOTION}. Accepts {ACCEPTS[domain]}.")
+                                 f"``(*shape)``; {dtype_rule}. Accepts {ACCEPTS[domain]}.")
             + extra_args + "Returns:\n"
             + entry("", f"Array of shape ``(*shape)``; dtype: {returns}.")
             + "Raises:\n"
             + entry("ValueError: ", "the shapes do not broadcast (the message names the op "
-                                     "and the shapes).")
-            + entry("TypeError: ", "the promoted dtype is not accepted, or the dtypes have no "
-                                    "implicit promotion (e.g. float8 with float32).")
-            + entry("OverflowError: ", "a Python int does not fit the integer dtype of the "
-                                        "other operand (``x_u8 + 300``)."))
+                                    "and the shapes)."))
+    if promote:
+        text += (entry("TypeError: ", "the promoted dtype is not accepted, or the dtypes have no "
+                                      "implicit promotion (e.g. float8 with float32).")
+                 + entry("OverflowError: ", "a Python int does not fit the integer dtype of the "
+                                            "other operand (``x_u8 + 300``)."))
     if notes:
         text += _notes(notes)
     return text
