@@ -84,6 +84,14 @@ def build_command(nprocs, target, args, *, module=False, fault_tolerant=False, e
 
 
 def main(argv=None) -> int:
+    """Command line ``python -m starling.launch`` (see the module docstring): runs ``mpirun``
+    and forwards SIGINT / SIGTERM to it.
+
+    Args:
+        argv: the arguments (list of str); None reads ``sys.argv``.
+    Returns:
+        mpirun's exit status, or ``128 + signal`` when a signal killed it (as a shell reports).
+    """
     parser = argparse.ArgumentParser(prog="python -m starling.launch",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--nprocs", type=int, required=True)

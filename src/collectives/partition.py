@@ -55,6 +55,7 @@ def _log():
 
 
 def replicated(mesh):
+    """The fully replicated ``NamedSharding`` on ``mesh`` (an empty ``PartitionSpec``)."""
     return NamedSharding(mesh, PartitionSpec())
 
 

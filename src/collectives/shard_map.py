@@ -61,6 +61,8 @@ def local_aval(aval, sharding, op="shard_map", what="argument"):
 
 
 def global_aval(aval, sharding):
+    """The global aval of a per-device block ``aval`` laid out by ``sharding``: each sharded dim
+    multiplied by the number of devices on its mesh axes (the inverse of ``local_aval``)."""
     shape = list(aval.shape)
     for d, axes in sharding.sharded_dims().items():
         shape[d] *= math.prod(sharding.mesh.shape[a] for a in axes)

@@ -25,6 +25,7 @@ def bound_axes(sizes: dict):
 
 
 def axis_names_in_scope() -> list:
+    """The axis names bound around the caller, innermost first, each once (for error messages)."""
     seen, out = set(), []
     for n, _ in reversed(_ENV.get()):
         if n not in seen:

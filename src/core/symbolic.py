@@ -515,6 +515,7 @@ class DimExpr:
 
 
 def is_dim_expr(d) -> bool:
+    """True when ``d`` is a symbolic dimension (``DimExpr``), False for ints and anything else."""
     return isinstance(d, DimExpr)
 
 

@@ -229,6 +229,8 @@ def stop(free=True):
 
 
 def board():
+    """The arrival board of this process (set by ``start``), or None when tracking is off or
+    stopped."""
     return _BOARD[0]
 
 

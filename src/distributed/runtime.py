@@ -296,6 +296,8 @@ def default_timeout():
 
 
 def set_default_timeout(seconds):
+    """Sets the timeout (seconds, or None for none) of collectives without their own, for every
+    runtime (``set_collective_timeout`` in src/collectives/runtime/context.py)."""
     set_collective_timeout(seconds)
 
 

@@ -71,11 +71,22 @@ def loss_fn(params, x, y):
 
 
 def accuracy(params, x, y) -> float:
+    """Fraction of the examples whose arg-max logit is the label.
+
+    Args:
+        params: the MLP parameters, ``[(w1, b1), (w2, b2)]``.
+        x: images, shape ``(batch, 64)``, float.
+        y: labels, shape ``(batch,)``, integers in ``[0, 10)``.
+    Returns:
+        The accuracy as a Python float in ``[0, 1]``.
+    """
     pred = snp.argmax(logits_fn(params, snp.asarray(x)), axis=-1)
     return float(snp.mean(pred == snp.asarray(y)))
 
 
 def batches(rng, n, batch_size):
+    """Yields the index arrays of one epoch's minibatches: ``rng.permutation(n)`` cut into
+    ``n // batch_size`` chunks of ``batch_size`` (the incomplete last chunk is dropped)."""
     order = rng.permutation(n)
     for start in range(0, n - batch_size + 1, batch_size):
         yield order[start:start + batch_size]
@@ -188,6 +199,14 @@ def _tick(bar, losses):
 
 
 def main(argv=None):
+    """Command line of this example (see the module docstring): trains, prints the test accuracy,
+    the per-example gradient norms of one batch and the effect of one DP-SGD step.
+
+    Args:
+        argv: the arguments (list of str); None reads ``sys.argv``.
+    Returns:
+        The test accuracy (float in ``[0, 1]``).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--style", choices=("function", "module"), default="function")
     parser.add_argument("--epochs", type=int, default=25)

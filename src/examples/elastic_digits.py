@@ -169,6 +169,15 @@ def recover(state, prev, args, manager, error):
 
 
 def run(args):
+    """Trains on the processes of ``starling.distributed`` (initialized here), recovering from
+    lost processes as the module docstring describes; process 0 prints the result and writes the
+    JSON report of ``args.out``.
+
+    Args:
+        args: the parsed command line (see ``main``).
+    Returns:
+        The final ``State`` (replicated on every surviving process).
+    """
     dist.initialize()
     start_rank = dist.get_rank()
     x_tr, y_tr, x_te, y_te = load_digits(args.seed)
@@ -220,6 +229,12 @@ def run(args):
 
 
 def main(argv=None):
+    """Command line of this example (see the module docstring): checks the options and calls
+    ``run``.
+
+    Args:
+        argv: the arguments (list of str); None reads ``sys.argv``.
+    """
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=60, help="global batch size")

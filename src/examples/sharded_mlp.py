@@ -134,6 +134,15 @@ def train(data, epochs, seed, batch_size, lr, mesh=None, progress=True):
 
 
 def main(argv=None):
+    """Command line of this example (see the module docstring): trains on the 2x2 mesh, prints
+    the test accuracy and the weights' layouts, and (unless ``--no-compare``) the difference to a
+    single-device run.
+
+    Args:
+        argv: the arguments (list of str); None reads ``sys.argv``.
+    Returns:
+        The test accuracy (float in ``[0, 1]``).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=25)
     parser.add_argument("--seed", type=int, default=0)

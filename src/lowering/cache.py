@@ -173,6 +173,7 @@ def find_compiler():
 
 @functools.lru_cache(maxsize=None)
 def compiler_version(path) -> str:
+    """The first line of ``path --version`` (cached per path), or "" when it cannot be run."""
     try:
         out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=30)
         return out.stdout.strip().splitlines()[0] if out.stdout.strip() else ""
@@ -202,6 +203,8 @@ def _starling_version() -> str:
 
 
 def cache_key(source, compiler, flags, libs) -> str:
+    """SHA-256 (hex) of everything a compiled module depends on: the source, the compiler path and
+    version, flags, libraries, a signature of the CPU's features and Starling's version."""
     h = hashlib.sha256()
     for part in (source, compiler, compiler_version(compiler), " ".join(flags), " ".join(libs),
                  _cpu_signature(), _starling_version()):

@@ -133,6 +133,7 @@ def logsigmoid(x):
 
 
 def tanh(x):
+    """Elementwise hyperbolic tangent (``starling.numpy.tanh``; PyTorch ``F.tanh``)."""
     return snp.tanh(x)
 
 
@@ -209,6 +210,7 @@ def log_softmax(x, dim=-1):
 
 
 def softmin(x, dim=-1):
+    """``softmax(-x, dim)`` (PyTorch ``F.softmin``): weights favouring the smallest entries."""
     return softmax(-x, dim)
 
 

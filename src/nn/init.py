@@ -100,14 +100,19 @@ def trunc_normal(key, shape, mean=0.0, std=1.0, a=-2.0, b=2.0, dtype=_F32):
 
 
 def zeros(shape, dtype=_F32):
+    """A new array of zeros of ``shape`` (default dtype float32): the functional counterpart of
+    PyTorch's ``nn.init.zeros_`` (arrays are immutable)."""
     return snp.zeros(tuple(shape), dtype=dtype)
 
 
 def ones(shape, dtype=_F32):
+    """A new array of ones of ``shape`` (default dtype float32): PyTorch's ``nn.init.ones_``."""
     return snp.ones(tuple(shape), dtype=dtype)
 
 
 def constant(shape, value, dtype=_F32):
+    """A new array of ``shape`` filled with ``value`` (default dtype float32): PyTorch's
+    ``nn.init.constant_``."""
     return snp.full(tuple(shape), value, dtype=dtype)
 
 

@@ -46,11 +46,16 @@ class GradientTransformation(NamedTuple):
 
 
 class SGDState(NamedTuple):
+    """State of ``sgd``: ``count`` (int32 scalar, steps taken) and ``momentum_buffer`` (a pytree
+    like the params, or None without momentum)."""
     count: Any
     momentum_buffer: Any
 
 
 class AdamState(NamedTuple):
+    """State of ``adam`` / ``adamw``: ``count`` (int32 scalar, steps taken), ``exp_avg`` and
+    ``exp_avg_sq`` (the first and second moment estimates, pytrees like the params) and
+    ``max_exp_avg_sq`` (their running maximum with amsgrad, else None)."""
     count: Any
     exp_avg: Any
     exp_avg_sq: Any
@@ -58,6 +63,9 @@ class AdamState(NamedTuple):
 
 
 class RMSpropState(NamedTuple):
+    """State of ``rmsprop``: ``count`` (int32 scalar, steps taken), ``square_avg`` (pytree like the
+    params), ``grad_avg`` (centered only, else None) and ``momentum_buffer`` (with momentum, else
+    None)."""
     count: Any
     square_avg: Any
     grad_avg: Any
@@ -65,11 +73,17 @@ class RMSpropState(NamedTuple):
 
 
 class AdagradState(NamedTuple):
+    """State of ``adagrad``: ``count`` (int32 scalar, steps taken) and ``sum`` (the accumulated
+    squared gradients, a pytree like the params)."""
     count: Any
     sum: Any  # noqa: A003
 
 
 class LBFGSState(NamedTuple):
+    """State of ``lbfgs``: ``count`` (int32 scalar, steps taken), ``s_history`` and ``y_history``
+    (the last parameter and gradient differences, ``(history_size, n)`` over the ``n`` flattened
+    parameters, newest last), ``n_valid`` (int32 scalar, how many of those rows are in use) and
+    ``prev_params`` / ``prev_grads`` (``(n,)``, the previous step's)."""
     count: Any
     s_history: Any
     y_history: Any

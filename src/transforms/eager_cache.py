@@ -87,6 +87,7 @@ def set_enabled(value: bool) -> None:
 
 
 def is_enabled() -> bool:
+    """True when the eager cache is on (``starling.config`` "eager_cache", ``set_enabled``)."""
     return _enabled[0]
 
 

@@ -28,6 +28,7 @@ from ..device import check_device
 from ..ops import shape_lax
 from ..ops.convert_element_type import convert_element_type
 from ..ops.fft import fft as _fft_bind
+from ..ops.elementwise_docs import entry, fill
 from ..ops.linear import snp
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn", "ifftn",
@@ -162,142 +163,210 @@ def _many_axes(op, a, s, axes, norm, fft_type, default_axes=None):
 
 # ---- one-dimensional transforms ----------------------------------------------------------------
 
-_DOC_1D = """{what} along one axis (NumPy ``fft.{name}``).
+# Each wrapper's docstring is its summary; _document adds the sections its family shares, so
+# the Args / Returns / Raises text is written once.
 
-Args:
-    a: input array{input}.
-    n: transform length: the axis is cropped or zero-padded (at the end) to {n_len}; default
-        {n_default}.
-    axis: the transformed axis (default -1).
-    norm: "backward" (default), "ortho" or "forward" (see the module docstring).
-Returns:
-    {ret}
-Raises:
-    ValueError: ``n < 1``, bad axis or norm. {raises}
-"""
+_METHOD = ("Computed by NumPy's pocketfft (mixed-radix Cooley-Tukey, Bluestein's algorithm for "
+           "large prime factors) in the precision of the complex dtype.")
+_HERMITIAN_IN = ("The input is taken as the first half of a Hermitian-symmetric spectrum: the "
+                 "imaginary parts of the zero frequency (and, for an even length, of the Nyquist "
+                 "frequency) are ignored, as in NumPy.")
+_IN_ANY = ("any numeric dtype (float64 becomes complex128; bool, integers and the other real "
+           "floats become complex64)")
+_IN_REAL = ("bool, integer or real floating dtype (float64 stays float64, the others become "
+            "float32)")
+_IN_HALF = ("the ``{m}`` non-negative frequencies of a Hermitian-symmetric spectrum; any numeric "
+            "dtype (converted to complex as for ``fft``)")
+_NORM = ('"backward" (default: no scaling forward, ``1/{n}`` on the inverse), "ortho" '
+         '(``1/sqrt({n})`` both ways) or "forward" (``1/{n}`` forward, none on the inverse); None '
+         'means "backward".')
+
+
+def _document(f, *, source, args, ret, raises):
+    """Sets ``f.__doc__``: its summary, the standards followed and the method, then sections."""
+    summary = " ".join(f.__doc__.split())
+    f.__doc__ = (fill(summary) + "\n\n" + fill(f"{source} {_METHOD}") + "\n\nArgs:\n"
+                 + "".join(entry(f"{k}: ", v) for k, v in args) + "Returns:\n" + entry("", ret)
+                 + "Raises:\n" + "".join(entry(f"{k}: ", v) for k, v in raises))
+
+
+def _document_1d(f, *, real_in=False, half_in=False):
+    name = f.__name__
+    args = [("a", "array of shape ``(*pre, m, *post)``, ``m`` on ``axis``; "
+             + (_IN_HALF.format(m="n // 2 + 1") if half_in else _IN_REAL if real_in
+                else _IN_ANY) + "."),
+            ("n", "int, the transform length: the input axis is cropped, or zero-padded at the "
+                  "end, to " + ("``n // 2 + 1``; default ``2 * (m - 1)``." if half_in
+                                else "``n``; default ``m``.")),
+            ("axis", "int, the transformed axis (default -1)."),
+            ("norm", _NORM.format(n="n"))]
+    if half_in:
+        ret = ("Real array of shape ``(*pre, n, *post)``: float64 for complex128 / float64 "
+               "input, else float32.")
+    elif real_in:
+        ret = ("Complex array of shape ``(*pre, n // 2 + 1, *post)``: the frequencies ``0 .. n "
+               "// 2``; the others follow from Hermitian symmetry ``X[n - k] == conj(X[k])``. "
+               "complex128 for float64 input, else complex64.")
+    else:
+        ret = ("Complex array of shape ``(*pre, n, *post)``: complex128 for float64 / complex128 "
+               "input, else complex64.")
+    raises = [("ValueError", "a 0-d input, ``n < 1``"
+               + (" (so, with the default ``n``, ``m < 2``)" if half_in else "")
+               + " or a ``norm`` not listed above."),
+              ("AxisError", "``axis`` out of range (a subclass of ValueError and IndexError)."),
+              ("TypeError", "``n`` is not an int" + ("; complex input." if real_in else "."))]
+    _document(f, source=f"NumPy / Array API ``fft.{name}``."
+              + (" " + _HERMITIAN_IN if half_in else ""), args=args, ret=ret, raises=raises)
 
 
 def fft(a, n=None, axis=-1, norm=None):
+    """Discrete Fourier transform along one axis: ``X[k] = sum_j x[j] exp(-2 pi i j k / n)``."""
     return _one_axis("fft", a, n, axis, norm, "FFT")
 
 
 def ifft(a, n=None, axis=-1, norm=None):
+    """Inverse discrete Fourier transform along one axis: with the default norm,
+    ``x[j] = (1/n) sum_k X[k] exp(2 pi i j k / n)``."""
     return _one_axis("ifft", a, n, axis, norm, "IFFT")
 
 
 def rfft(a, n=None, axis=-1, norm=None):
+    """Discrete Fourier transform of real input along one axis, keeping only the non-negative
+    frequencies."""
     return _one_axis("rfft", a, n, axis, norm, "RFFT")
 
 
 def irfft(a, n=None, axis=-1, norm=None):
+    """Inverse of ``rfft`` along one axis: the real signal of length ``n`` whose spectrum has the
+    given non-negative frequencies."""
     return _one_axis("irfft", a, n, axis, norm, "IRFFT")
 
 
 def hfft(a, n=None, axis=-1, norm=None):
+    """Discrete Fourier transform of a Hermitian-symmetric signal given by its first half, with
+    real output: ``irfft(conj(a), n)`` with the forward / inverse scaling swapped (so with the
+    default norm it is not scaled by ``1/n``)."""
     x = snp.conj(_to_complex("hfft", operand(a, "hfft")))
     _check_norm("hfft", norm)
     return _one_axis("hfft", x, n, axis, _SWAP[norm], "IRFFT")
 
 
 def ihfft(a, n=None, axis=-1, norm=None):
+    """Inverse of ``hfft``: ``conj(rfft(a, n))`` with the forward / inverse scaling swapped (so
+    with the default norm it is scaled by ``1/n``)."""
     _check_norm("ihfft", norm)
     return snp.conj(_one_axis("ihfft", a, n, axis, _SWAP[norm], "RFFT"))
 
 
-_COMPLEX_RET = ("Complex array (complex64, or complex128 for float64/complex128 input) of the "
-                "input's shape with ``axis`` of length ``n``.")
-for _f, _what, _inp, _nlen, _ndef, _ret, _raises in [
-    (fft, "Discrete Fourier transform", " (any numeric dtype)", "``n``", "the input length",
-     _COMPLEX_RET, ""),
-    (ifft, "Inverse discrete Fourier transform", " (any numeric dtype)", "``n``",
-     "the input length", _COMPLEX_RET, ""),
-    (rfft, "Discrete Fourier transform of real input (the non-negative frequencies only)",
-     " (real)", "``n``", "the input length",
-     "Complex array with ``axis`` of length ``n // 2 + 1``.", "TypeError: complex input."),
-    (irfft, "Inverse of ``rfft``: real output from the non-negative frequencies",
-     " (the ``n // 2 + 1`` non-negative frequencies)", "``n // 2 + 1``",
-     "``2 * (m - 1)`` for an input axis of length ``m``",
-     "Real array (float32, or float64 for complex128 input) with ``axis`` of length ``n``.",
-     ""),
-    (hfft, "Transform of a Hermitian-symmetric signal given by its first half (real output: "
-     "``irfft(conj(a))`` with the forward/backward scaling swapped)", "", "``n // 2 + 1``",
-     "``2 * (m - 1)``", "Real array with ``axis`` of length ``n``.", ""),
-    (ihfft, "Inverse of ``hfft``: ``conj(rfft(a))`` with the scaling swapped", " (real)",
-     "``n``", "the input length", "Complex array with ``axis`` of length ``n // 2 + 1``.",
-     "TypeError: complex input."),
-]:
-    _f.__doc__ = _DOC_1D.format(what=_what, name=_f.__name__, input=_inp, n_len=_nlen,
-                                n_default=_ndef, ret=_ret, raises=_raises)
+for _f in (fft, ifft):
+    _document_1d(_f)
+for _f in (rfft, ihfft):
+    _document_1d(_f, real_in=True)
+for _f in (irfft, hfft):
+    _document_1d(_f, half_in=True)
 
 
 # ---- n-dimensional transforms ------------------------------------------------------------------
 
-_DOC_ND = """{what} (NumPy ``fft.{name}``).
-
-Args:
-    a: input array{input}.
-    s: transform lengths, one per axis (crop / zero-pad at the end; -1 keeps the input length);
-        default: the input lengths{s_extra}.
-    axes: the transformed axes (default {axes_default}). With ``s`` and no ``axes``, the last
-        ``len(s)`` axes.
-    norm: "backward" (default), "ortho" or "forward".
-Returns:
-    {ret}
-Raises:
-    ValueError: ``len(s) != len(axes)``, repeated or out-of-range axes, lengths < 1, bad norm.
-"""
+def _document_nd(f, one="", *, real_in=False, half_in=False, two=False):
+    name = f.__name__
+    if two:
+        source = f"NumPy ``fft.{name}``."
+        axes = "ints, the transformed axes (default ``(-2, -1)``; None means all axes)."
+    else:
+        source = f"NumPy / Array API ``fft.{name}``."
+        axes = ("ints, the transformed axes (default: all; with ``s`` given, the last "
+                "``len(s)``).")
+    if half_in:
+        method = "``ifft`` along all but the last axis in ``axes``, then ``irfft`` along the last"
+        ins = ("along the last axis in ``axes``, the ``s[-1] // 2 + 1`` non-negative frequencies "
+               "of a spectrum taken as Hermitian-symmetric; any numeric dtype (converted to "
+               "complex as for ``fft``)")
+    elif real_in:
+        method = "``rfft`` along the last axis in ``axes``, then ``fft`` along the others"
+        ins = _IN_REAL
+    else:
+        method = f"the 1-D ``{one}`` along each axis in ``axes``"
+        ins = _IN_ANY
+    source = f"Separable: {method}. {source}"
+    args = [("a", "array of shape ``(*shape)``" + (" (at least 2-d by default)" if two else "")
+             + "; " + ins + "."),
+            ("s", "ints, the transform lengths, one per axis in ``axes``: each axis is cropped, "
+                  "or zero-padded at the end, to its length (-1: its input length); default: the "
+                  "input lengths" + (", except the last axis: ``2 * (m - 1)`` for an input "
+                                     "length ``m``, and its input is cropped / zero-padded to "
+                                     "``s[-1] // 2 + 1``." if half_in else ".")),
+            ("axes", axes),
+            ("norm", _NORM.format(n="N") + " ``N = prod(s)``.")]
+    shape = "of shape ``(*shape)`` with each axis in ``axes`` of its length in ``s``"
+    if half_in:
+        ret = f"Real array {shape}: float64 for complex128 / float64 input, else float32."
+    elif real_in:
+        ret = (f"Complex array {shape}, except the last, of length ``s[-1] // 2 + 1`` (Hermitian "
+               f"symmetry gives the rest); complex128 for float64 input, else complex64.")
+    else:
+        ret = (f"Complex array {shape}: complex128 for float64 / complex128 input, else "
+               f"complex64. With no axes: ``a`` converted to complex.")
+    raises = [("ValueError", "``len(s) != len(axes)``, a repeated axis (NumPy would transform "
+                             "it twice), a length < 1"
+               + (", no axes" if real_in or half_in else "")
+               + " or a ``norm`` not listed above."),
+              ("AxisError", "an axis out of range (a subclass of ValueError and IndexError)."),
+              ("TypeError", "a length that is not an int" + ("; complex input." if real_in
+                                                              else "."))]
+    _document(f, source=source, args=args, ret=ret, raises=raises)
 
 
 def fftn(a, s=None, axes=None, norm=None):
+    """N-dimensional discrete Fourier transform."""
     return _many_axes("fftn", a, s, axes, norm, "FFT")
 
 
 def ifftn(a, s=None, axes=None, norm=None):
+    """N-dimensional inverse discrete Fourier transform."""
     return _many_axes("ifftn", a, s, axes, norm, "IFFT")
 
 
 def rfftn(a, s=None, axes=None, norm=None):
+    """N-dimensional discrete Fourier transform of real input; the last transformed axis keeps
+    only the non-negative frequencies."""
     return _many_axes("rfftn", a, s, axes, norm, "RFFT")
 
 
 def irfftn(a, s=None, axes=None, norm=None):
+    """Inverse of ``rfftn``: the real N-dimensional signal whose spectrum, along the last
+    transformed axis, has the given non-negative frequencies."""
     return _many_axes("irfftn", a, s, axes, norm, "IRFFT")
 
 
 def fft2(a, s=None, axes=(-2, -1), norm=None):
+    """2-D discrete Fourier transform (``fftn`` over the last two axes by default)."""
     return _many_axes("fft2", a, s, axes, norm, "FFT")
 
 
 def ifft2(a, s=None, axes=(-2, -1), norm=None):
+    """2-D inverse discrete Fourier transform (``ifftn`` over the last two axes by default)."""
     return _many_axes("ifft2", a, s, axes, norm, "IFFT")
 
 
 def rfft2(a, s=None, axes=(-2, -1), norm=None):
+    """2-D discrete Fourier transform of real input (``rfftn`` over the last two axes by
+    default)."""
     return _many_axes("rfft2", a, s, axes, norm, "RFFT")
 
 
 def irfft2(a, s=None, axes=(-2, -1), norm=None):
+    """Inverse of ``rfft2`` (``irfftn`` over the last two axes by default)."""
     return _many_axes("irfft2", a, s, axes, norm, "IRFFT")
 
 
-_ND_COMPLEX = "Complex array with the transformed axes of lengths ``s``."
-for _f, _what, _inp, _sx, _axd, _ret in [
-    (fftn, "N-dimensional discrete Fourier transform", "", "", "all", _ND_COMPLEX),
-    (ifftn, "N-dimensional inverse discrete Fourier transform", "", "", "all", _ND_COMPLEX),
-    (rfftn, "N-dimensional FFT of real input (the last axis keeps the non-negative "
-     "frequencies)", " (real)", "", "all",
-     "Complex array; the last transformed axis has length ``s[-1] // 2 + 1``."),
-    (irfftn, "Inverse of ``rfftn`` (real output)", "", "; the last axis defaults to "
-     "``2 * (m - 1)``", "all", "Real array with the transformed axes of lengths ``s``."),
-    (fft2, "2-D discrete Fourier transform", "", "", "(-2, -1)", _ND_COMPLEX),
-    (ifft2, "2-D inverse discrete Fourier transform", "", "", "(-2, -1)", _ND_COMPLEX),
-    (rfft2, "2-D FFT of real input", " (real)", "", "(-2, -1)",
-     "Complex array; the last transformed axis has length ``s[-1] // 2 + 1``."),
-    (irfft2, "Inverse of ``rfft2`` (real output)", "", "; the last axis defaults to "
-     "``2 * (m - 1)``", "(-2, -1)", "Real array with the transformed axes of lengths ``s``."),
-]:
-    _f.__doc__ = _DOC_ND.format(what=_what, name=_f.__name__, input=_inp, s_extra=_sx,
-                                axes_default=_axd, ret=_ret)
+for _f, _one in ((fftn, "fft"), (ifftn, "ifft"), (fft2, "fft"), (ifft2, "ifft")):
+    _document_nd(_f, _one, two=_f.__name__.endswith("2"))
+for _f in (rfftn, rfft2):
+    _document_nd(_f, real_in=True, two=_f is rfft2)
+for _f in (irfftn, irfft2):
+    _document_nd(_f, half_in=True, two=_f is irfft2)
+del _f, _one
 
 
 # ---- helpers: frequencies and shifts -----------------------------------------------------------

@@ -87,6 +87,7 @@ _power = binary("pow", _pow_impl, domain="numeric", doc="")
 
 
 def pow(x1, x2, /):  # noqa: A001  (the Array API name)
+    """Elementwise power ``x1 ** x2``."""
     # The static check below is the only extra work; array exponents go straight to the
     # family wrapper.
     if type(x2) is int and x2 < 0:
@@ -106,8 +107,9 @@ def _check_negative_int_exponent(x1, x2):
                          f"float_power")
 
 
+# Each wrapper's docstring is its summary; binary_doc / unary_doc add the shared sections.
 pow.__doc__ = binary_doc(
-    "Elementwise power ``x1 ** x2``.", "numeric",
+    pow.__doc__, "numeric",
     notes="""\
 Integer powers wrap on overflow. Integer bases with a negative integer exponent:
 
@@ -218,35 +220,38 @@ def _both_bool(x1, x2):
 
 
 def logical_and(x1, x2, /):
+    """Elementwise logical and of the truth values."""
     if type(x1) is Array and type(x2) is Array and _both_bool(x1, x2):
         return _logical_and(x1, x2)
     return _logical_and(_truth(x1, "logical_and"), _truth(x2, "logical_and"))
 
 
 def logical_or(x1, x2, /):
+    """Elementwise logical or of the truth values."""
     if type(x1) is Array and type(x2) is Array and _both_bool(x1, x2):
         return _logical_or(x1, x2)
     return _logical_or(_truth(x1, "logical_or"), _truth(x2, "logical_or"))
 
 
 def logical_xor(x1, x2, /):
+    """Elementwise logical exclusive or of the truth values."""
     if type(x1) is Array and type(x2) is Array and _both_bool(x1, x2):
         return _logical_xor(x1, x2)
     return _logical_xor(_truth(x1, "logical_xor"), _truth(x2, "logical_xor"))
 
 
 def logical_not(x, /):
+    """Elementwise logical not of the truth value."""
     return _logical_not(_truth(x, "logical_not"))
 
 
-for _fn, _word in ((logical_and, "and"), (logical_or, "or"), (logical_xor, "exclusive or")):
-    _fn.__doc__ = binary_doc(f"Elementwise logical {_word} of the truth values.", "any", "bool",
-                             notes=_LOGICAL_NOTE)
+# Each wrapper's docstring is its summary; binary_doc / unary_doc add the shared sections.
+for _fn in (logical_and, logical_or, logical_xor):
+    _fn.__doc__ = binary_doc(_fn.__doc__, "any", "bool", notes=_LOGICAL_NOTE, promote=False)
     _fn.primitive = globals()["_" + _fn.__name__].primitive
-logical_not.__doc__ = unary_doc("Elementwise logical not of the truth value.", "any", "bool",
-                                notes=_LOGICAL_NOTE)
+logical_not.__doc__ = unary_doc(logical_not.__doc__, "any", "bool", notes=_LOGICAL_NOTE)
 logical_not.primitive = _logical_not.primitive
-del _fn, _word
+del _fn
 
 # ---- bitwise -----------------------------------------------------------------------------------
 

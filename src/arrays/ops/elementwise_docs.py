@@ -2,6 +2,7 @@
 
 Most elementwise ops differ only in their formula, accepted dtypes and special values; these
 helpers write the common Args / Returns / Raises sections so that each op states only that.
+``fill`` and ``entry`` also serve other families of thin wrappers (starling.numpy.fft).
 """
 from __future__ import annotations
 
@@ -60,7 +61,15 @@ so their own derivative is 0):
 
 
 @functools.lru_cache(maxsize=None)
-def _fill(text, initial_indent="", subsequent_indent=""):
+def fill(text, initial_indent="", subsequent_indent=""):
+    """``textwrap.fill`` to 96 columns that never breaks a line inside a ``code`` literal.
+
+    Args:
+        text: one paragraph (str); its own line breaks are treated as spaces.
+        initial_indent, subsequent_indent: prefixes of the first and of the other lines.
+    Returns:
+        The wrapped paragraph (str, no trailing newline).
+    """
     # Spaces inside ``code`` literals must not become line breaks.
     parts = text.split("``")
     protected = "``".join(p.replace(" ", "\0") if i % 2 else p for i, p in enumerate(parts))
@@ -69,8 +78,17 @@ def _fill(text, initial_indent="", subsequent_indent=""):
     return wrapped.replace("\0", " ")
 
 
-def _entry(head, text, indent=4):
-    return _fill(f"{head}{text}", initial_indent=" " * indent,
+def entry(head, text, indent=4):
+    """One Google-style section entry: ``head + text`` filled with a 4-space hanging indent.
+
+    Args:
+        head: the entry's start, e.g. ``"x: "`` or ``"ValueError: "`` (str).
+        text: the description (str, one paragraph).
+        indent: the entry's own indent (int; continuation lines get 4 more).
+    Returns:
+        The entry (str) ending in a newline.
+    """
+    return fill(f"{head}{text}", initial_indent=" " * indent,
                  subsequent_indent=" " * (indent + 4)) + "\n"
 
 
@@ -80,7 +98,7 @@ def _notes(notes):
     for p in paras:
         # Lists and preformatted blocks (the subgradient table) are kept as written.
         out.append(p if p.lstrip().startswith(("*", "Subgradient")) or "\n" in p
-                   else _fill(p))
+                   else fill(p))
     return "\n" + "\n\n".join(out) + "\n"
 
 
@@ -89,35 +107,42 @@ def unary_doc(summary, domain, out="same", *, notes="", extra_args=""):
     returns = RETURNS[out]
     if domain in ("inexact", "real_inexact") and out == "same":
         returns = "the input dtype (float32 for bool / integer input)"
-    text = (f"{summary}\n\nArgs:\n" + _entry("x: ", f"array of shape ``(*shape)``; "
+    text = (f"{summary}\n\nArgs:\n" + entry("x: ", f"array of shape ``(*shape)``; "
                                                    f"{ACCEPTS[domain]}.")
-            + extra_args + "Returns:\n" + _entry("", f"Array of shape ``(*shape)``; dtype: "
+            + extra_args + "Returns:\n" + entry("", f"Array of shape ``(*shape)``; dtype: "
                                                      f"{returns}."))
     if domain != "any":
-        text += "Raises:\n" + _entry("TypeError: ", "the dtype is not accepted (the message "
+        text += "Raises:\n" + entry("TypeError: ", "the dtype is not accepted (the message "
                                                     "names the op and the dtype).")
     if notes:
         text += _notes(notes)
     return text
 
 
-def binary_doc(summary, domain, out="same", *, notes="", args="x1, x2", extra_args=""):
-    """Google-style docstring for a two-operand broadcasting elementwise op."""
+def binary_doc(summary, domain, out="same", *, notes="", args="x1, x2", extra_args="",
+               promote=True):
+    """Google-style docstring for a two-operand broadcasting elementwise op.
+
+    ``promote=False`` is for ops that convert each operand on its own (the logical ops take
+    truth values), so neither promotion errors nor Python int overflow can occur.
+    """
     returns = RETURNS[out]
     if domain in ("inexact", "real_inexact") and out == "same":
         returns = "the promoted dtype (float32 when it is bool / integer)"
+    dtype_rule = PROMOTION if promote else "each operand is converted on its own (no promotion)"
     text = (f"{summary}\n\nArgs:\n"
-            + _entry(f"{args}: ", f"arrays or Python scalars whose shapes broadcast to "
-                                  f"``(*shape)``; {PROMOTION}. Accepts {ACCEPTS[domain]}.")
+            + entry(f"{args}: ", f"arrays or Python scalars whose shapes broadcast to "
+                                 f"``(*shape)``; {dtype_rule}. Accepts {ACCEPTS[domain]}.")
             + extra_args + "Returns:\n"
-            + _entry("", f"Array of shape ``(*shape)``; dtype: {returns}.")
+            + entry("", f"Array of shape ``(*shape)``; dtype: {returns}.")
             + "Raises:\n"
-            + _entry("ValueError: ", "the shapes do not broadcast (the message names the op "
-                                     "and the shapes).")
-            + _entry("TypeError: ", "the promoted dtype is not accepted, or the dtypes have no "
-                                    "implicit promotion (e.g. float8 with float32).")
-            + _entry("OverflowError: ", "a Python int does not fit the integer dtype of the "
-                                        "other operand (``x_u8 + 300``)."))
+            + entry("ValueError: ", "the shapes do not broadcast (the message names the op "
+                                    "and the shapes)."))
+    if promote:
+        text += (entry("TypeError: ", "the promoted dtype is not accepted, or the dtypes have no "
+                                      "implicit promotion (e.g. float8 with float32).")
+                 + entry("OverflowError: ", "a Python int does not fit the integer dtype of the "
+                                            "other operand (``x_u8 + 300``)."))
     if notes:
         text += _notes(notes)
     return text

@@ -251,6 +251,7 @@ _trunc = unary("trunc", np.trunc, domain="real")
 
 
 def floor(x, /):
+    """Elementwise largest integer <= x."""
     x = operand(x, "floor")
     if x.dtype.kind in "biu":
         return x
@@ -258,6 +259,7 @@ def floor(x, /):
 
 
 def ceil(x, /):
+    """Elementwise smallest integer >= x."""
     x = operand(x, "ceil")
     if x.dtype.kind in "biu":
         return x
@@ -265,6 +267,7 @@ def ceil(x, /):
 
 
 def trunc(x, /):
+    """Elementwise integer part of x, rounding toward zero."""
     x = operand(x, "trunc")
     if x.dtype.kind in "biu":
         return x
@@ -273,9 +276,9 @@ def trunc(x, /):
 
 _ROUNDING_NOTE = ("Integer and bool input is returned unchanged (Array API); complex raises "
                   "TypeError. -0.0 and nan are kept.")
-for _fn, _what in ((floor, "largest integer <= x"), (ceil, "smallest integer >= x"),
-                   (trunc, "integer part of x, rounding toward zero")):
-    _fn.__doc__ = unary_doc(f"Elementwise {_what}.", "real", notes=_ROUNDING_NOTE + (
+# Each wrapper's docstring is its summary; unary_doc adds the shared sections.
+for _fn in (floor, ceil, trunc):
+    _fn.__doc__ = unary_doc(_fn.__doc__, "real", notes=_ROUNDING_NOTE + (
         " Alias: ``fix``." if _fn is trunc else ""))
     _fn.primitive = globals()["_" + _fn.__name__].primitive
 fix = trunc
@@ -463,4 +466,4 @@ def _part_transpose(part):
 for _f, _part in ((_real, "real"), (_imag, "imag"), (_conj, "conj")):
     deflinear(_f.primitive, _part_transpose(_part))
 conjugate = conj
-del _fn, _what, _p, _f, _part
+del _fn, _p, _f, _part

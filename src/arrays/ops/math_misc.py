@@ -43,53 +43,63 @@ def _floats(op, x, domain="inexact"):
     return promote_operands(op, (x,), domain)[0]
 
 
+# Each wrapper's docstring is its summary; unary_doc / binary_doc add the shared sections.
+
 def rsqrt(x, /):
+    """Elementwise ``1 / sqrt(x)`` (composition: reciprocal of sqrt)."""
     return reciprocal(sqrt(x))
 
 
-rsqrt.__doc__ = unary_doc("Elementwise ``1 / sqrt(x)`` (composition: reciprocal of sqrt).",
-                          "inexact", notes="``rsqrt(0) == inf``; negative real input gives nan.")
+rsqrt.__doc__ = unary_doc(rsqrt.__doc__, "inexact",
+                          notes="``rsqrt(0) == inf``; negative real input gives nan.")
 
 _D2R = math.pi / 180.0
 _R2D = 180.0 / math.pi
 
 
 def deg2rad(x, /):
+    """Elementwise degrees to radians: ``x * (pi / 180)``."""
     return multiply(_floats("deg2rad", x, "real_inexact"), _D2R)
 
 
 def rad2deg(x, /):
+    """Elementwise radians to degrees: ``x * (180 / pi)``."""
     return multiply(_floats("rad2deg", x, "real_inexact"), _R2D)
 
 
-deg2rad.__doc__ = unary_doc("Elementwise degrees to radians: ``x * (pi / 180)``.", "real_inexact",
+deg2rad.__doc__ = unary_doc(deg2rad.__doc__, "real_inexact",
                             notes="The factor is rounded to the dtype. Alias: ``radians``.")
-rad2deg.__doc__ = unary_doc("Elementwise radians to degrees: ``x * (180 / pi)``.", "real_inexact",
+rad2deg.__doc__ = unary_doc(rad2deg.__doc__, "real_inexact",
                             notes="The factor is rounded to the dtype. Alias: ``degrees``.")
 radians, degrees = deg2rad, rad2deg
 
 
 def fabs(x, /):
+    """Elementwise absolute value of real numbers, as floats."""
     return abs(_floats("fabs", x, "real_inexact"))
 
 
-fabs.__doc__ = unary_doc("Elementwise absolute value of real numbers, as floats.", "real_inexact")
+fabs.__doc__ = unary_doc(fabs.__doc__, "real_inexact")
 
 
 def isneginf(x, /):
+    """Elementwise test for -inf."""
     x = operand(x, "isneginf")
     _check_domain("isneginf", x.dtype, "real")
     return _logical_and(isinf(x), signbit(x))
 
 
 def isposinf(x, /):
+    """Elementwise test for +inf."""
     x = operand(x, "isposinf")
     _check_domain("isposinf", x.dtype, "real")
     return _logical_and(isinf(x), _logical_not(signbit(x)))
 
 
-isneginf.__doc__ = unary_doc("Elementwise test for -inf.", "real", "bool")
-isposinf.__doc__ = unary_doc("Elementwise test for +inf.", "real", "bool")
+for _fn in (isneginf, isposinf):
+    _fn.__doc__ = unary_doc(_fn.__doc__, "real", "bool",
+                            notes="Integer and bool input is never infinite: all False.")
+del _fn
 
 
 def angle(z, /, deg=False):
@@ -221,13 +231,14 @@ defjvp_zero(lcm.primitive)
 
 
 def divmod(x1, x2, /):  # noqa: A001  (NumPy's name)
+    """Elementwise ``(floor_divide(x1, x2), remainder(x1, x2))``."""
     a, b = promote_operands("divmod", (x1, x2), "real_num")
     broadcast_shapes("divmod", a.shape, b.shape)
     return floor_divide.primitive.bind(a, b), remainder.primitive.bind(a, b)
 
 
 divmod.__doc__ = binary_doc(
-    "Elementwise ``(floor_divide(x1, x2), remainder(x1, x2))``.", "real_num",
+    divmod.__doc__, "real_num",
     notes="Returns a tuple of two arrays. Integer division by zero gives (0, 0) (NumPy).")
 
 

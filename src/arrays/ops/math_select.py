@@ -10,6 +10,8 @@ Primitives: ``maximum``, ``minimum``, ``fmax``, ``fmin``; ``clip`` (one operand,
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ...core import casting, dtypes
@@ -69,6 +71,26 @@ _FAST_BOUNDS = (int, float, type(None))
 
 
 def clip(x, /, min=None, max=None):  # noqa: A002  (Array API parameter names)
+    """Elementwise ``minimum(maximum(x, min), max)`` (Array API / NumPy ``clip``).
+
+    Args:
+        x: array of shape ``(*shape)``; bool, integer or real floating dtype.
+        min: lower bound: None (no bound), a Python scalar (a *static* bound) or an array whose
+            shape broadcasts with ``x``.
+        max: upper bound, like ``min``.
+    Returns:
+        Array of the broadcast shape and the promoted dtype of ``x`` and the bounds (JAX promotion,
+        Python scalars weak, so ``clip(x_f16, 0, 1)`` is float16). With both bounds None, ``x``.
+        ``min > max`` gives ``max`` everywhere; a NaN in ``x`` or a bound gives NaN.
+    Raises:
+        TypeError: complex operands, or dtypes with no implicit promotion.
+        ValueError: shapes do not broadcast.
+        OverflowError: a Python int bound does not fit an integer ``x`` (``clip(x_u8, 0, 300)``).
+
+    Bounds are static when every given bound is a Python scalar; otherwise all given bounds are
+    operands (a Python scalar among them becomes a weak 0-d array). This choice selects the
+    derivative convention below. Alias: ``clamp``.
+    """
     if (type(x) is Array and type(min) in _FAST_BOUNDS and type(max) in _FAST_BOUNDS
             and current_trace() is EVAL_TRACE and x._buf.dtype in _REAL):
         # Eager fast path: static bounds that keep x's dtype run the impl directly.
@@ -98,27 +120,8 @@ def clip(x, /, min=None, max=None):  # noqa: A002  (Array API parameter names)
     return clamp_p.bind(*ops)
 
 
-clip.__doc__ = f"""Elementwise ``minimum(maximum(x, min), max)`` (Array API / NumPy ``clip``).
-
-Args:
-    x: array of shape ``(*shape)``; bool, integer or real floating dtype.
-    min: lower bound: None (no bound), a Python scalar (a *static* bound) or an array whose
-        shape broadcasts with ``x``.
-    max: upper bound, like ``min``.
-Returns:
-    Array of the broadcast shape and the promoted dtype of ``x`` and the bounds (JAX promotion,
-    Python scalars weak, so ``clip(x_f16, 0, 1)`` is float16). With both bounds None, ``x``.
-    ``min > max`` gives ``max`` everywhere; a NaN in ``x`` or a bound gives NaN.
-Raises:
-    TypeError: complex operands, or dtypes with no implicit promotion.
-    ValueError: shapes do not broadcast.
-    OverflowError: a Python int bound does not fit an integer ``x`` (``clip(x_u8, 0, 300)``).
-
-Bounds are static when every given bound is a Python scalar; otherwise all given bounds are
-operands (a Python scalar among them becomes a weak 0-d array). This choice selects the
-derivative convention below. Alias: ``clamp``.
-
-{SUBGRADIENTS}"""
+# The subgradient table is shared with the other ops that follow it (elementwise_docs).
+clip.__doc__ = inspect.cleandoc(clip.__doc__) + "\n\n" + SUBGRADIENTS
 clip.primitive = clip_p
 clamp = clip
 

@@ -89,10 +89,22 @@ def reduction_size(shape, axes):
 
 
 def is_empty_reduction(shape, axes) -> bool:
+    """True when some reduced dim is statically 0 (a symbolic dim never counts as empty).
+
+    Args:
+        shape: the operand's shape (ints and symbolic dims).
+        axes: the reduced axes (normalized ints).
+    """
     return _pyany(type(shape[a]) is int and shape[a] == 0 for a in axes)
 
 
 def no_out(op, out):
+    """Rejects NumPy's ``out=`` argument of reduction ``op``.
+
+    Raises:
+        TypeError: ``out`` is not None (Starling arrays are immutable; the message says to use the
+            returned array).
+    """
     if out is not None:
         raise TypeError(f"{op}: out= is not supported: Starling arrays are immutable; use the "
                         "returned array")

@@ -64,10 +64,13 @@ def current_spmd():
 
 
 def set_spmd(ctx):
+    """Makes ``ctx`` (an SpmdContext) the running device computation's; returns the token for
+    ``reset_spmd``."""
     return _CTX.set(ctx)
 
 
 def reset_spmd(token):
+    """Restores the SpmdContext that was current before the ``set_spmd`` that returned ``token``."""
     _CTX.reset(token)
 
 

@@ -134,6 +134,8 @@ class _Disagreement(CollectiveError):
 
 
 def rv_error(e) -> bool:
+    """True when ``e`` is a rendezvous disagreement (members called different collectives, or one
+    finished without the others) rather than an abort caused by another device's error."""
     return isinstance(e, _Disagreement)
 
 
@@ -430,6 +432,7 @@ REMOTE_COMM = [_no_remote]
 
 
 def in_device_thread() -> bool:
+    """True when called from one of the in-process runtime's device worker threads."""
     return isinstance(threading.current_thread(), _Worker)
 
 
@@ -493,4 +496,5 @@ def run_spmd(mesh, fn, comm=None, devices=None):
 
 
 def group_size(mesh, axes) -> int:
+    """Number of devices in a group over mesh axes ``axes``: the product of their sizes."""
     return math.prod(mesh.shape[a] for a in axes)

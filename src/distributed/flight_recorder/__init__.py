@@ -358,6 +358,15 @@ def _rank_order(who):
 
 
 def main(argv=None) -> int:
+    """Command line ``python -m starling.distributed.flight_recorder DUMP...``: compares the ranks'
+    dumps and prints the result (see ``compare``).
+
+    Args:
+        argv: the arguments (list of str); None reads ``sys.argv``.
+    Returns:
+        The exit status: 0 when the dumps are consistent, 1 at a mismatch, 2 when there is nothing
+        to compare (unreadable or invalid dumps; the reason goes to stderr).
+    """
     parser = argparse.ArgumentParser(
         prog="python -m starling.distributed.flight_recorder",
         description="Compare the flight-recorder dumps of a job's ranks and name the first "

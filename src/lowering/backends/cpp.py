@@ -266,6 +266,10 @@ def _rebind(fn, namespace):
 
 
 class CppBackend:
+    """The ``cpp`` backend: fused kernels rendered as C++, compiled together into one shared object
+    per ``compile_many`` call and cached on disk by content hash. ``supports`` is true for every
+    primitive with a reference impl; symbolic shapes (one shared object for all sizes) and donated
+    buffers are supported."""
     name = "cpp"
     # A Program with symbolic dims compiles to ONE shared object (cpp_dynamic.py).
     supports_dynamic_shapes = True

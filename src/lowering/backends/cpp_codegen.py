@@ -64,6 +64,8 @@ class NotFusible(Exception):
 
 
 def c_strides(shape, scale=1):
+    """Row-major (C-order) strides of ``shape`` (ints or symbolic dims), in elements times
+    ``scale``: the last dim has stride ``scale``."""
     out, acc = [], scale
     for d in reversed(shape):
         out.append(acc)

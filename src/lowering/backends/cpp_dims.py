@@ -19,6 +19,7 @@ def _not_fusible(msg):
 
 
 def is_static(x):
+    """True for a concrete dim (a Python or NumPy int), False for a symbolic one."""
     return type(x) is int or isinstance(x, np.integer)
 
 
@@ -37,6 +38,8 @@ def same_dim(a, b) -> bool:
 
 
 def same_shape(a, b):
+    """True when shapes ``a`` and ``b`` have the same rank and dims equal for every value of their
+    shape variables (``same_dim``)."""
     return len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b))
 
 

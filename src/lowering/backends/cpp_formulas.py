@@ -61,6 +61,8 @@ def ptr_ctype(dt) -> str:
 
 
 def supported_dtype(dt) -> bool:
+    """True when the C++ kernels handle dtype ``dt``: a C type exists for it, or it is one of the
+    low-precision float formats (cpp_lowp.FORMATS)."""
     dt = np.dtype(dt)
     return dt in CTYPES or dt in LP.FORMATS
 
@@ -71,6 +73,8 @@ def is_lowp(dt) -> bool:
 
 
 def has_nan(dt) -> bool:
+    """True when dtype ``dt`` can hold NaN: the real floats, except low-precision formats without
+    NaN (float4_e2m1fn); False for every other dtype (bool, integers, complex)."""
     dt = np.dtype(dt)
     return LP.has_nan(dt) if dt in LP.FORMATS else dt.kind == "f"
 
@@ -81,6 +85,8 @@ def lowest(dt):
 
 
 def highest(dt):
+    """Identity of a min reduction over floats of ``dt``: inf, or the largest finite value for
+    formats without inf (float8_e4m3fn, float4_e2m1fn)."""
     return LP.highest(dt) if is_lowp(dt) else np.inf
 
 

@@ -58,6 +58,8 @@ _GEMM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def enabled() -> bool:
+    """True unless ``STARLING_CPP_EPILOGUE`` is "0", "false", "False" or empty (read on every
+    call, so tests can switch the epilogue-fusion pass off)."""
     return os.environ.get("STARLING_CPP_EPILOGUE", "1") not in ("0", "false", "False", "")
 
 

@@ -75,18 +75,26 @@ def is_lowp(dt) -> bool:
 
 
 def tag(dt) -> str:
+    """The short name (``f16``, ``bf16``, ``f8e4m3fn``, ``f8e5m2``, ``f4e2m1fn``) of a low-precision
+    format in the C++ helper functions' names. Raises KeyError for other dtypes."""
     return FORMATS[np.dtype(dt)][0]
 
 
 def storage_ctype(dt) -> str:
+    """The C++ type that stores the bits of a low-precision format (``uint16_t`` or ``uint8_t``).
+    Raises KeyError for other dtypes."""
     return FORMATS[np.dtype(dt)][1]
 
 
 def has_nan(dt) -> bool:
+    """True when the low-precision format ``dt`` has NaN (all but float4_e2m1fn). Raises KeyError
+    for other dtypes."""
     return FORMATS[np.dtype(dt)][2]
 
 
 def has_inf(dt) -> bool:
+    """True when the low-precision format ``dt`` has infinities (float16, bfloat16, float8_e5m2).
+    Raises KeyError for other dtypes."""
     return FORMATS[np.dtype(dt)][3]
 
 
@@ -113,6 +121,7 @@ def lowest(dt):
 
 
 def highest(dt):
+    """Identity of a min reduction: inf, or the largest finite value without inf."""
     return np.inf if has_inf(dt) else float(ml_dtypes.finfo(dt).max)
 
 

@@ -19,6 +19,9 @@ from . import register_backend
 
 
 class NumpyRefExecutable:
+    """A Program run by the reference interpreter (``eval_program`` on NumPy impls), the oracle
+    other backends are compared to. Called as ``exe(consts, args, shape_env=None)``; with symbolic
+    shapes, ``shape_env`` gives the sizes and the Program bound to them is cached (at most 256)."""
     source = None
 
     def __init__(self, program):
@@ -41,6 +44,8 @@ class NumpyRefExecutable:
 
 
 class NumpyRefBackend:
+    """The ``numpy_ref`` backend: supports every primitive with a reference impl and symbolic
+    shapes; ``compile`` just wraps the Program (nothing is generated)."""
     name = "numpy_ref"
     supports_dynamic_shapes = True
 

@@ -171,6 +171,7 @@ atan2, hypot, copysign = _fn("arctan2"), _fn("hypot"), _fn("copysign")
 
 
 def where(c, x, y):
+    """Emits ``where(c, x, y)``: ``x`` where ``c`` is true, else ``y``."""
     return op("where", c, x, y)
 
 
@@ -344,16 +345,19 @@ def c_tanh(x, y):
 
 
 def c_sin(x, y):
+    """``sin z = -i sinh(iz)``, with glibc's ``sin(inf/nan + i inf) = nan + i inf``."""
     re, im = _rot(c_sinh(-y, x))
     edge = isinf(y) & ~isfinite(x)     # glibc: sin(inf/nan + i inf) = nan + i inf
     return re, where(edge, math.inf, im)
 
 
 def c_cos(x, y):
+    """``cos z = cosh(iz)``."""
     return c_cosh(-y, x)
 
 
 def c_tan(x, y):
+    """``tan z = -i tanh(iz)`` (Kahan's formula, through ``c_tanh``)."""
     return _rot(c_tanh(-y, x))
 
 
@@ -388,6 +392,7 @@ def c_asinh(x, y):
 
 
 def c_asin(x, y):
+    """``asin z = -i asinh(iz)`` (Kahan's formula, through ``c_asinh``)."""
     return _rot(c_asinh(-y, x))
 
 
@@ -437,6 +442,7 @@ def c_atanh(x, y):
 
 
 def c_atan(x, y):
+    """``atan z = -i atanh(iz)`` (Kahan's formula, through ``c_atanh``)."""
     return _rot(c_atanh(-y, x))
 
 

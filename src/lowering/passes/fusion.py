@@ -93,6 +93,7 @@ def fusion(prog: Program, policy: FusionPolicy | None = None) -> Program:
 
 
 def make_fusion_pass(policy: FusionPolicy):
+    """The pipeline pass (named "fusion") that runs ``fusion`` with ``policy``."""
     def fusion_pass(prog):
         return fusion(prog, policy)
     fusion_pass.__name__ = "fusion"

@@ -126,6 +126,13 @@ def _unstacked(a):
 # ---- switch --------------------------------------------------------------------------------------
 
 def switch_sharding(in_avals, out_avals, *, branches):
+    """Body strategies of ``switch``: the index replicated and the operands split alike (or all
+    pending sums, for float operands of linear branches) wherever every branch runs on the pieces
+    with no communication and all branches give the same result placements.
+
+    Returns:
+        ``[(out_placements, in_placements), ...]`` for one mesh axis.
+    """
     ops = in_avals[1:]
     vecs = split_vectors(ops)
     if ops and all(a.dtype.kind in "fc" for a in ops):
@@ -139,6 +146,7 @@ def switch_sharding(in_avals, out_avals, *, branches):
 
 
 def switch_local_params(params, in_avals, out_shapes):
+    """``switch``'s params with every branch re-staged on the operands' local avals."""
     return dict(params, branches=tuple(restage(b, in_avals[1:]) for b in params["branches"]))
 
 
@@ -146,6 +154,14 @@ def switch_local_params(params, in_avals, out_shapes):
 
 def scan_sharding(in_avals, out_avals, *, body, length, reverse, num_consts, num_carry,
                   unroll):
+    """Body strategies of ``scan``: constants replicated; carries and the per-iteration slices of
+    ``xs`` split alike (the scanned leading dim never), also with the carries replicated, wherever
+    the body needs no communication and returns the carries in their input placements.
+
+    Returns:
+        ``[(out_placements, in_placements), ...]`` for one mesh axis (``xs`` / ``ys`` placements
+        shifted by the stacked dim).
+    """
     nc, nk = num_consts, num_carry
     b_avals = [v.aval for v in body.invars]
     vecs = split_vectors(b_avals, nc)
@@ -165,6 +181,8 @@ def scan_sharding(in_avals, out_avals, *, body, length, reverse, num_consts, num
 
 
 def scan_local_params(params, in_avals, out_shapes):
+    """``scan``'s params with the body re-staged on the local avals (``xs`` without their scanned
+    dim)."""
     nc, nk = params["num_consts"], params["num_carry"]
     body_avals = list(in_avals[:nc + nk]) + [_unstacked(a) for a in in_avals[nc + nk:]]
     return dict(params, body=restage(params["body"], body_avals))
@@ -173,6 +191,13 @@ def scan_local_params(params, in_avals, out_shapes):
 # ---- while -----------------------------------------------------------------------------------------
 
 def while_sharding(in_avals, out_avals, *, cond, body, n_cond, n_body, max_iterations):
+    """Body strategies of ``while_loop``: the predicate's and body's constants replicated and the
+    carries split alike wherever the body maps the carries' placements to themselves and the
+    predicate comes out replicated (every device runs the same number of steps).
+
+    Returns:
+        ``[(out_placements, in_placements), ...]`` for one mesh axis.
+    """
     carry = in_avals[n_cond + n_body:]
     combos = []
     for vec in split_vectors(carry):
@@ -186,6 +211,7 @@ def while_sharding(in_avals, out_avals, *, cond, body, n_cond, n_body, max_itera
 
 
 def while_local_params(params, in_avals, out_shapes):
+    """``while_loop``'s params with ``cond`` and ``body`` re-staged on the local avals."""
     n_cond, n_body = params["n_cond"], params["n_body"]
     carry = list(in_avals[n_cond + n_body:])
     return dict(params, cond=restage(params["cond"], list(in_avals[:n_cond]) + carry),
