@@ -61,14 +61,21 @@ def test_solve_shape_errors():
 
 
 def test_linalg_error_is_a_value_error_and_exported():
+    # Failures give NaN by default (issue 15) and raise LinAlgError only with check_errors=True.
     assert issubclass(LA.LinAlgError, ValueError)
     singular = A(np.array([[1.0, 2.0], [2.0, 4.0]]))
-    with pytest.raises(LA.LinAlgError, match=r"inv: .*singular.*getrf"):
-        LA.inv(singular)
+    not_pd = A(np.array([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(LA.LinAlgError, match=r"inv: the matrix of shape \(2, 2\) is singular.*"
+                                              r"getrf"):
+        LA.inv(singular, check_errors=True)
     with pytest.raises(LA.LinAlgError, match=r"solve: .*singular"):
-        LA.solve(singular, A(np.ones(2)))
-    with pytest.raises(LA.LinAlgError, match=r"cholesky: .*not positive definite"):
-        LA.cholesky(A(np.array([[1.0, 2.0], [2.0, 1.0]])))
+        LA.solve(singular, A(np.ones(2)), check_errors=True)
+    with pytest.raises(LA.LinAlgError, match=r"cholesky: .*not positive definite.*order 2"):
+        LA.cholesky(not_pd, check_errors=True)
+    assert np.isnan(np.asarray(LA.inv(singular))).all()
+    assert np.isnan(np.asarray(LA.solve(singular, A(np.ones(2))))).all()
+    assert np.isnan(np.asarray(LA.cholesky(not_pd))).all()
+    assert np.isnan(np.asarray(LA.cholesky(not_pd, upper=True))).all()
 
 
 def test_bad_options_raise():

@@ -8,20 +8,25 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.ad_util import Zero, tangent_aval
+from ..core.avals import ShapedArray
+from ..core.primitive import Primitive
 from ..arrays.array import Array, wrap
+from ..arrays.ops import rules_sharding as RS
 from ..arrays.ops import shape_lax
 from ..arrays.ops.convert_element_type import convert_element_type
 from ..arrays.ops.elementwise_family import promote_operands
-from ..arrays.ops.rules import batch_size, bdim_to_front
+from ..arrays.ops.rules import batch_size, bdim_to_front, defjvp_zero
 
 
 _LOW = frozenset((dtypes.float16, dtypes.bfloat16) + dtypes.LOW_PRECISION_FLOATS)
 
 
 class LinAlgError(ValueError):
-    """A linear-algebra routine failed on its input: a singular matrix for ``inv`` / ``solve``,
-    a matrix that is not positive definite for ``cholesky``. Subclasses ValueError (as NumPy's
-    ``numpy.linalg.LinAlgError``)."""
+    """A linear-algebra routine failed on its input: a singular matrix for ``inv`` / ``solve`` /
+    ``triangular_solve`` / ``lu_solve``, a matrix that is not positive definite for ``cholesky``.
+    Raised only when asked (``check_errors=True``, on concrete values, eager or compiled); by
+    default the failed matrices of a stack give NaN results and the others are unaffected.
+    Subclasses ValueError (as NumPy's ``numpy.linalg.LinAlgError``)."""
 
 
 class SlogdetResult(NamedTuple):
@@ -87,36 +92,160 @@ def as_inexact(op, x):
 
 
 def _low_precision(fn):
-    """Runs ``fn`` in float32 for half/low-precision floats and rounds float results back."""
+    """Runs ``fn`` in float32 for half/low-precision floats and rounds float results back
+    (integer results, such as pivots and LAPACK info, keep their dtype)."""
+    def back(o, dt):
+        o = np.asarray(o)
+        return o.astype(dt) if o.dtype.kind in "fc" else o
+
     def impl(*xs, **params):
         xs = [np.asarray(x) for x in xs]
         dt = xs[0].dtype
         if dt not in _LOW:
             return fn(*xs, **params)
-        out = fn(*[x.astype(np.float32) for x in xs], **params)
-        if isinstance(out, list):
-            return [o.astype(dt) for o in out]
-        return np.asarray(out).astype(dt)
+        out = fn(*[x.astype(np.float32) if x.dtype == dt else x for x in xs], **params)
+        if isinstance(out, (list, tuple)):
+            return [back(o, dt) for o in out]
+        return back(out, dt)
     impl.__name__ = fn.__name__
     return impl
 
 
-def _lapack(op, fn, *args, **kwargs):
-    try:
-        return fn(*args, **kwargs)
-    except np.linalg.LinAlgError as e:
-        raise LinAlgError(_failure(op, str(e), np.shape(args[0]))) from None
+# ---- failures: NaN by default, LinAlgError when asked ------------------------------------------
+# A factorization that fails on one matrix of a stack (LAPACK info > 0) must not cost the others
+# their results, and eager and compiled code must agree: by default the failed matrices' results
+# are NaN. The primitives take ``check_errors``: None (the default), or the name of the public op
+# to blame, in which case an evaluation on concrete values raises LinAlgError for the first
+# failed matrix. ``info`` arrays follow LAPACK (and torch's ``*_ex``): int32 of shape (*batch),
+# 0 = success, k > 0 = the routine's 1-based info.
+
+_ROUTINES = {
+    "getrf": ("is singular: the LU factorization with partial pivoting (LAPACK getrf) found the "
+              "pivot U[{i}, {i}] exactly zero"),
+    "potrf": ("is not positive definite: its leading minor of order {k} is not (the Cholesky "
+              "factorization, LAPACK potrf, hit a non-positive or NaN pivot)"),
+    "trtrs": "is singular: its diagonal entry [{i}, {i}] is exactly zero (LAPACK trtrs)",
+    "nopivot": ("has a zero pivot U[{i}, {i}] in its LU factorization without pivoting "
+                "(use pivot=True)"),
+}
 
 
-def _failure(op, what, shape):
-    shape = _shape_str(shape)
-    if "definite" in what:
-        return (f"{op}: a matrix of the stack of shape {shape} is not positive definite "
-                "(the Cholesky factorization, LAPACK potrf, hit a non-positive pivot)")
-    if "ingular" in what:
-        return (f"{op}: a matrix of the stack of shape {shape} is singular (LU factorization "
-                "with partial pivoting, LAPACK getrf, found an exact zero pivot)")
-    return f"{op}: LAPACK failed on input of shape {shape}: {what}"
+def errors_param(op, check_errors):
+    """The value of a primitive's ``check_errors`` param for the public ``op``."""
+    if not isinstance(check_errors, (bool, np.bool_)):
+        raise TypeError(f"{op}: check_errors must be a bool, got {check_errors!r}")
+    return op if check_errors else None
+
+
+def raise_on_info(op, info, shape, routine):
+    """Raises LinAlgError naming ``op``, ``shape`` and the first matrix with ``info != 0``."""
+    bad = np.flatnonzero(np.asarray(info).reshape(-1))
+    if not bad.size:
+        return
+    k = int(np.asarray(info).reshape(-1)[bad[0]])
+    batch = tuple(shape[:-2])
+    where = (f"matrix {tuple(int(i) for i in np.unravel_index(bad[0], batch))} of the stack"
+             if batch else "the matrix")
+    what = _ROUTINES[routine].format(i=k - 1, k=k)
+    more = f" ({bad.size} of {int(np.prod(batch))} matrices failed)" if bad.size > 1 else ""
+    raise LinAlgError(f"{op}: {where} of shape {_shape_str(shape)} {what}{more}")
+
+
+def settle(op, outs, info, shape, routine, check_errors, failed=None):
+    """Raises when asked (``check_errors`` is the op name), else sets the results of the failed
+    matrices (``info != 0``, or the boolean mask ``failed``) to NaN. ``outs``: arrays of shape
+    (*batch, ...), in place when writable."""
+    if check_errors:
+        raise_on_info(check_errors, info, shape, routine)
+    mask = np.asarray(info) != 0 if failed is None else failed
+    if not mask.any():
+        return outs
+    res = []
+    for o in outs:
+        o = np.array(o, copy=True)
+        o[mask] = np.nan
+        res.append(o)
+    return res
+
+
+def _stack(a):
+    """``a`` (*batch, m, n) as a C-contiguous (count, m, n) stack and the batch shape."""
+    return np.ascontiguousarray(a).reshape((-1,) + a.shape[-2:]), a.shape[:-2]
+
+
+def getrf(a):
+    """LU factorization with partial pivoting of each matrix of ``a`` (*batch, m, n) (LAPACK
+    getrf through scipy.linalg.lapack; SciPy has no batched getrf, so this loops over the
+    matrices, about 1 us of overhead each). Returns packed ``lu`` (*batch, m, n), 1-based int32
+    ``ipiv`` (*batch, min(m, n)) and int32 ``info`` (*batch)."""
+    from scipy.linalg import lapack
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    flat, batch = _stack(a)
+    # each matrix Fortran-ordered in place, so that getrf overwrites it without a copy
+    lu = np.empty((flat.shape[0], n, m), a.dtype).transpose(0, 2, 1)
+    lu[...] = flat
+    ipiv = np.empty((flat.shape[0], k), np.int32)
+    info = np.zeros(flat.shape[0], np.int32)
+    if k:
+        fn = lapack.get_lapack_funcs("getrf", dtype=a.dtype)
+        for i in range(flat.shape[0]):
+            _, piv, info[i] = fn(lu[i], overwrite_a=True)
+            ipiv[i] = piv + 1   # f2py returns LAPACK's pivots 0-based
+    info = np.where(info > 0, info, 0).astype(np.int32)
+    return (np.ascontiguousarray(lu).reshape(a.shape), ipiv.reshape(batch + (k,)),
+            info.reshape(batch))
+
+
+def potrf_info(a):
+    """LAPACK potrf's info (lower triangle) for each matrix of ``a`` (*batch, n, n)."""
+    from scipy.linalg import lapack
+    flat, batch = _stack(a)
+    info = np.zeros(flat.shape[0], np.int32)
+    if a.shape[-1]:
+        fn = lapack.get_lapack_funcs("potrf", dtype=a.dtype)
+        for i in range(flat.shape[0]):
+            info[i] = max(int(fn(flat[i], lower=1, clean=0)[1]), 0)
+    return info.reshape(batch)
+
+
+def info_of(routine, a, out):
+    """int32 info (*batch) of ``routine`` ("getrf" / "potrf") on ``a`` (*batch, n, n) for an op
+    whose result ``out`` (*batch, ...) is NaN on the matrices where it failed (NumPy's batched
+    LAPACK routines fill them so): only the matrices with a NaN (or an empty) result are
+    factored again."""
+    flat_out = np.asarray(out).reshape(a.shape[:-2] + (-1,))
+    if flat_out.shape[-1] == 0:
+        cand = np.ones(a.shape[:-2], bool)
+    else:
+        cand = np.isnan(flat_out).any(axis=-1)
+    info = np.zeros(a.shape[:-2], np.int32)
+    if cand.any():
+        sub = a[cand]
+        info[cand] = getrf(sub)[2] if routine == "getrf" else potrf_info(sub)
+    return info
+
+
+def gufunc(name, *args):
+    """NumPy's batched LAPACK gufunc ``name`` (numpy.linalg._umath_linalg): unlike the public
+    wrappers, which raise for the whole stack when one matrix fails, it fills the failed
+    matrices' results with NaN and keeps the others."""
+    from numpy.linalg import _umath_linalg
+    dt = args[0].dtype.char
+    with np.errstate(all="ignore"):
+        return getattr(_umath_linalg, name)(*args, signature=f"{dt * len(args)}->{dt}")
+
+
+linalg_info_p = Primitive("linalg_info", family="linalg")
+linalg_info_p.abstract_eval = lambda a, out, *, routine: ShapedArray(a.shape[:-2], dtypes.int32)
+linalg_info_p.impl = _low_precision(lambda a, out, *, routine: info_of(routine, a, out))
+defjvp_zero(linalg_info_p)          # an integer output
+
+
+def lapack_info(routine, a, out):
+    """int32 (*batch) LAPACK info of ``routine`` on ``a`` given the op's result ``out`` (the
+    ``info`` of the ``*_ex`` functions); an integer output, so its tangents are zero."""
+    return linalg_info_p.bind(a, out, routine=routine)
 
 
 # ---- helpers for the transformation rules ------------------------------------------------------
@@ -254,6 +383,10 @@ def batch_to_front(prim):
         return out, ([0] * len(out) if prim.multiple_results else 0)
     prim.batch = rule
     return rule
+
+
+batch_to_front(linalg_info_p)
+linalg_info_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its own
 
 
 # ---- det / slogdet -----------------------------------------------------------------------------
