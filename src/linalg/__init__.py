@@ -10,7 +10,9 @@ one block of its file:
   ``norms.py`` (vector_norm, matrix_norm, norm, cond), ``products.py`` (matrix_power,
   multi_dot), ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py``
   (matrix_sqrth), ``polar_decomposition.py`` (polar), ``general_eigen.py`` (eig, eigvals),
-  ``least_squares.py`` (lstsq), ``tensor_equations.py`` (tensorsolve, tensorinv).
+  ``least_squares.py`` (lstsq), ``tensor_equations.py`` (tensorsolve, tensorinv), ``triangular.py``
+  (triangular_solve, solve_triangular, cholesky_solve), ``lu_factorization.py`` (lu_factor,
+  lu_factor_ex, lu, lu_solve).
 
 Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
 always the function (a module of the same name would be shadowed by it).
@@ -21,6 +23,15 @@ contractions (matmul, tensordot, vecdot, ...).
 Dtype policy: float32 / float64 / complex64 / complex128 are computed in their own precision;
 bool and integer inputs are promoted to float32 (the default float); float16 / bfloat16 / float8
 are computed in float32 and rounded back.
+
+Failures (a singular matrix for inv / solve / triangular_solve / lu_solve / cholesky_solve, a
+matrix that is not positive definite for cholesky): by default the failed matrices of a stack
+give NaN results and the others are unaffected, the same in eager and in compiled code. With
+``check_errors=True`` an evaluation on concrete values raises ``LinAlgError`` naming the op, the
+shape and the index of the first failed matrix; the ``*_ex`` functions (inv_ex, solve_ex,
+cholesky_ex, lu_factor_ex; PyTorch's names) also return LAPACK's ``info`` (int32, one per
+matrix, 0 = success). An exactly zero pivot is not a failure of ``lu`` / ``lu_factor`` (LAPACK
+completes the factorization; ``info`` reports it).
 """
 from __future__ import annotations
 
@@ -31,6 +42,9 @@ from .cholesky_factorization import cholesky, cholesky_ex  # noqa: F401
 from .determinant import det, slogdet  # noqa: F401
 from .general_eigen import EigResult, eig, eigvals  # noqa: F401
 from .hermitian_eigen import eigh, eigvalsh  # noqa: F401
+from .lu import (  # noqa: F401
+    LUFactorExResult, LUFactorResult, LUResult, lu, lu_factor, lu_factor_ex, lu_solve,
+)
 from .least_squares import LstsqResult, lstsq  # noqa: F401
 from .matrix_exponential import expm_frechet, matrix_exp  # noqa: F401
 from .norms import cond, matrix_norm, norm, vector_norm  # noqa: F401
@@ -42,11 +56,14 @@ from .linear_solve import inv, inv_ex, solve, solve_ex  # noqa: F401
 from .singular_values import svd, svdvals  # noqa: F401
 from .sqrtm import matrix_sqrth  # noqa: F401
 from .tensor_equations import tensorinv, tensorsolve  # noqa: F401
+from .triangular import cholesky_solve, solve_triangular, triangular_solve  # noqa: F401
 
 __all__ = [
-    "EigResult", "EighResult", "LinAlgError", "LstsqResult", "QRResult", "SVDResult",
-    "SlogdetResult", "cholesky", "cholesky_ex", "cond", "det", "eig", "eigh", "eigvals", "eigvalsh",
-    "expm_frechet", "inv", "inv_ex", "lstsq", "matrix_exp", "matrix_norm", "matrix_power",
-    "matrix_rank", "matrix_sqrth", "multi_dot", "norm", "pinv", "polar", "qr", "slogdet", "solve",
-    "solve_ex", "svd", "svdvals", "tensorinv", "tensorsolve", "vector_norm",
+    "EigResult", "EighResult", "LUFactorExResult", "LUFactorResult", "LUResult", "LinAlgError",
+    "LstsqResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cholesky_ex",
+    "cholesky_solve", "cond", "det", "eig", "eigh", "eigvals", "eigvalsh", "expm_frechet", "inv",
+    "inv_ex", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matrix_exp", "matrix_norm",
+    "matrix_power", "matrix_rank", "matrix_sqrth", "multi_dot", "norm", "pinv", "polar", "qr",
+    "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv",
+    "tensorsolve", "triangular_solve", "vector_norm",
 ]

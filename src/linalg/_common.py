@@ -170,7 +170,8 @@ def settle(op, outs, info, shape, routine, check_errors, failed=None):
 
 def _stack(a):
     """``a`` (*batch, m, n) as a C-contiguous (count, m, n) stack and the batch shape."""
-    return np.ascontiguousarray(a).reshape((-1,) + a.shape[-2:]), a.shape[:-2]
+    count = int(np.prod(a.shape[:-2], dtype=np.int64))
+    return np.ascontiguousarray(a).reshape((count,) + a.shape[-2:]), a.shape[:-2]
 
 
 def getrf(a):

@@ -95,8 +95,9 @@ def _triangular_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_d
             a[info != 0, np.arange(m), np.arange(m)] = 1
     rhs = b if left_side else np.swapaxes(b, -1, -2)
     # x op(a) = b  <=>  op(a)^T x^T = b^T
-    flat_a = a.reshape((-1, m, m))
-    flat_b = np.ascontiguousarray(rhs).reshape((-1,) + rhs.shape[-2:])
+    count = int(np.prod(batch, dtype=np.int64))
+    flat_a = a.reshape((count, m, m))
+    flat_b = np.ascontiguousarray(rhs).reshape((count,) + rhs.shape[-2:])
     x = _solve_left(flat_a, flat_b, lower, transpose_a != (not left_side), conjugate_a,
                     unit_diagonal).reshape(rhs.shape)
     x = x if left_side else np.swapaxes(x, -1, -2)
