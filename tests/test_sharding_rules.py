@@ -51,6 +51,7 @@ def run(fn, operands, want_out):
 
 
 IDX = np.array([5, 0, 3, 3, 7, 1, 2, 2])
+PIVOTS = snp.asarray(np.array([[3, 2, 3], [1, 3, 3], [2, 2, 3], [1, 2, 3]], np.int32))
 
 
 def _key_batch_bits(keys):
@@ -85,6 +86,12 @@ NATURAL = {
     "pinv": (snp.linalg.pinv, [(SPD, S0)], [S0]),
     "solve": (snp.linalg.solve, [(SPD, R), (SPD, S2)], [S2]),
     "cholesky": (snp.linalg.cholesky, [(SPD, S0)], [S0]),
+    "triangular_solve": (lambda a, b: starling.linalg.triangular_solve(a, b, left_side=True),
+                         [(SPD, R), (SPD, S2)], [S2]),
+    "lu": (starling.linalg.lu_factor, [(SPD, S0)], [S0, S0]),
+    "lu_pivots_to_permutation": (lambda lu, b: starling.linalg.lu_solve(lu, PIVOTS, b),
+                                 [(SPD, S0), (SPD, S0)], [S0]),
+    "linalg_info": (lambda a: starling.linalg.inv_ex(a)[1], [(SPD, S0)], [S0]),
     "qr": (snp.linalg.qr, [(SPD, S0)], [S0, S0]),
     "svd": (snp.linalg.svd, [(SPD, S0)], [S0, S0, S0]),
     "eigh": (snp.linalg.eigh, [(SPD, S0)], [S0, S0]),
