@@ -222,7 +222,7 @@ def info_of(routine, a, out):
         cand = np.isnan(flat_out).any(axis=-1)
     info = np.zeros(a.shape[:-2], np.int32)
     if cand.any():
-        sub = a[cand]
+        sub = a[cand].astype(np.complex128 if a.dtype.kind == "c" else np.float64)  # as gufunc
         info[cand] = getrf(sub)[2] if routine == "getrf" else potrf_info(sub)
     return info
 
@@ -230,11 +230,14 @@ def info_of(routine, a, out):
 def gufunc(name, *args):
     """NumPy's batched LAPACK gufunc ``name`` (numpy.linalg._umath_linalg): unlike the public
     wrappers, which raise for the whole stack when one matrix fails, it fills the failed
-    matrices' results with NaN and keeps the others."""
+    matrices' results with NaN and keeps the others. As in NumPy's wrappers, single precision
+    is computed in double and rounded back."""
     from numpy.linalg import _umath_linalg
-    dt = args[0].dtype.char
+    dt = args[0].dtype
+    sig = "D" if dt.kind == "c" else "d"
     with np.errstate(all="ignore"):
-        return getattr(_umath_linalg, name)(*args, signature=f"{dt * len(args)}->{dt}")
+        out = getattr(_umath_linalg, name)(*args, signature=f"{sig * len(args)}->{sig}")
+    return out.astype(dt, copy=False)
 
 
 linalg_info_p = Primitive("linalg_info", family="linalg")
