@@ -1,5 +1,7 @@
 """Shared pieces of starling.linalg: the error and result types, input checks, the dtype
-policy and the helpers that the transformation rules are written with."""
+policy, the failure policy (NaN by default, ``check_errors``, LAPACK ``info`` and the
+``linalg_info`` primitive of the ``*_ex`` functions), the per-matrix LAPACK drivers (getrf,
+potrf) and the helpers that the transformation rules are written with."""
 from __future__ import annotations
 
 from typing import Any, NamedTuple
@@ -191,8 +193,8 @@ def getrf(a):
     if k:
         fn = lapack.get_lapack_funcs("getrf", dtype=a.dtype)
         for i in range(flat.shape[0]):
-            _, piv, info[i] = fn(lu[i], overwrite_a=True)
-            ipiv[i] = piv + 1   # f2py returns LAPACK's pivots 0-based
+            _, ipiv[i], info[i] = fn(lu[i], overwrite_a=True)
+        ipiv += 1   # f2py returns LAPACK's pivots 0-based
     info = np.where(info > 0, info, 0).astype(np.int32)
     return (np.ascontiguousarray(lu).reshape(a.shape), ipiv.reshape(batch + (k,)),
             info.reshape(batch))

@@ -54,15 +54,22 @@ def _substitute(t, b, lower, unit):
     return x
 
 
-def _trtrs(a, b, lower, trans, unit):
-    """LAPACK trtrs per matrix (SciPy has no batched triangular solve). ``trans``: 0 / 1
-    (transpose) / 2 (conjugate transpose)."""
+def _trtrs(a, b, lower, transpose, conjugate, unit):
+    """LAPACK trtrs per matrix (SciPy has no batched triangular solve). Each C-ordered matrix
+    is handed over as its transpose ``a^T``, which is Fortran-ordered (no copy), so the
+    ``op`` asked for is rewritten in terms of ``a^T`` (lower becomes upper)."""
     from scipy.linalg import lapack
     fn = lapack.get_lapack_funcs("trtrs", dtype=a.dtype)
+    # a x = b: (a^T)^T x = b;  a^T x = b;  conj(a) x = b: (a^T)^H x = b;
+    # a^H x = b: conj(a^T) x = b  <=>  a^T conj(x) = conj(b)
+    trans = (0 if transpose else 2) if conjugate else (0 if transpose else 1)
+    flip = conjugate and transpose and a.dtype.kind == "c"
+    b = np.conj(b) if flip else b
+    a = np.ascontiguousarray(a)
     x = np.empty(b.shape, a.dtype)
     for i in range(a.shape[0]):
-        x[i] = fn(a[i], b[i], lower=int(lower), trans=trans, unitdiag=int(unit))[0]
-    return x
+        x[i] = fn(a[i].T, b[i], lower=int(not lower), trans=trans, unitdiag=int(unit))[0]
+    return np.conj(x) if flip else x
 
 
 def _solve_left(a, b, lower, transpose, conjugate, unit):
@@ -76,9 +83,7 @@ def _solve_left(a, b, lower, transpose, conjugate, unit):
         t = np.swapaxes(a, -1, -2) if transpose else a
         t = np.conj(t) if conjugate else t
         return _substitute(t, b, lower != transpose, unit)
-    if conjugate and not transpose:   # conj(a) x = b  <=>  a conj(x) = conj(b)
-        return np.conj(_trtrs(a, np.conj(b), lower, 0, unit))
-    return _trtrs(a, b, lower, (2 if conjugate else 1) if transpose else 0, unit)
+    return _trtrs(a, b, lower, transpose, conjugate, unit)
 
 
 def _triangular_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal,
