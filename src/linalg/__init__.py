@@ -42,7 +42,7 @@ from .cholesky_factorization import cholesky, cholesky_ex  # noqa: F401
 from .determinant import det, slogdet  # noqa: F401
 from .general_eigen import EigResult, eig, eigvals  # noqa: F401
 from .hermitian_eigen import eigh, eigvalsh  # noqa: F401
-from .lu import (  # noqa: F401
+from .lu_factorization import (  # noqa: F401
     LUFactorExResult, LUFactorResult, LUResult, lu, lu_factor, lu_factor_ex, lu_solve,
 )
 from .least_squares import LstsqResult, lstsq  # noqa: F401
