@@ -153,13 +153,12 @@ def raise_on_info(op, info, shape, routine):
     raise LinAlgError(f"{op}: {where} of shape {_shape_str(shape)} {what}{more}")
 
 
-def settle(op, outs, info, shape, routine, check_errors, failed=None):
+def settle(outs, info, shape, routine, check_errors):
     """Raises when asked (``check_errors`` is the op name), else sets the results of the failed
-    matrices (``info != 0``, or the boolean mask ``failed``) to NaN. ``outs``: arrays of shape
-    (*batch, ...), in place when writable."""
+    matrices (``info != 0``) to NaN. ``outs``: arrays of shape (*batch, ...)."""
     if check_errors:
         raise_on_info(check_errors, info, shape, routine)
-    mask = np.asarray(info) != 0 if failed is None else failed
+    mask = np.asarray(info) != 0
     if not mask.any():
         return outs
     res = []

@@ -8,7 +8,7 @@ from ..core.primitive import Primitive
 from ..arrays.ops import rules_sharding as RS
 from ._common import (
     _check_inexact, _low_precision, as_inexact, batch_to_front, check_matrix, errors_param,
-    gufunc, info_of, lapack_info, mH, mm, real_diag, settle, symmetrize, tri,
+    gufunc, info_of, lapack_info, mH, mm, raise_on_info, real_diag, symmetrize, tri,
 )
 from .linear_solve import solve_p
 
@@ -24,8 +24,8 @@ def _cholesky_abstract(x, *, check_errors=None):
 
 def _cholesky_impl(x, *, check_errors=None):
     low = gufunc("cholesky_lo", x)   # NaN for the matrices where potrf failed
-    if check_errors and low.size:
-        settle(check_errors, (), info_of("potrf", x, low), x.shape, "potrf", check_errors)
+    if check_errors:
+        raise_on_info(check_errors, info_of("potrf", x, low), x.shape, "potrf")
     return low
 
 

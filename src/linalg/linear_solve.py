@@ -11,7 +11,7 @@ from ..arrays.ops.elementwise_family import broadcast_shapes, promote_operands
 from ..arrays.ops.rules import bdim_to_front, move_axis
 from ._common import (
     _check_inexact, _low_precision, _shape_str, as_inexact, batch_to_front, check_matrix,
-    errors_param, gufunc, info_of, lapack_info, mT, mm, settle,
+    errors_param, gufunc, info_of, lapack_info, mT, mm, raise_on_info,
 )
 
 
@@ -29,8 +29,8 @@ def _inv_abstract(x, *, check_errors=None):
 def _getrf_settled(a, out, check_errors):
     """``out``, computed by a NumPy gufunc (NaN for the matrices where getrf failed), after the
     check that ``check_errors`` asks for."""
-    if check_errors and out.size:
-        settle(check_errors, (), info_of("getrf", a, out), a.shape, "getrf", check_errors)
+    if check_errors:
+        raise_on_info(check_errors, info_of("getrf", a, out), a.shape, "getrf")
     return out
 
 

@@ -17,7 +17,7 @@ from ..arrays.ops.elementwise_family import broadcast_shapes, promote_operands
 from ..arrays.ops.rules import defjvp_zero
 from ._common import (
     _check_inexact, _low_precision, _shape_str, _snp, as_inexact, batch_to_front, check_matrix,
-    const, errors_param, getrf, mm, settle, tri,
+    const, errors_param, getrf, mm, raise_on_info, settle, tri,
 )
 from .triangular import triangular_solve_p
 
@@ -101,11 +101,12 @@ def _lu_impl(a, *, pivot, check_errors=None):
         lu, ipiv, info = getrf(a)
         # getrf completes on singular input (info > 0 flags an exactly zero pivot of U): the
         # factors are exact, so they are kept; check_errors raises.
-        settle(check_errors, (), info, a.shape, "getrf", check_errors)
+        if check_errors:
+            raise_on_info(check_errors, info, a.shape, "getrf")
         perm = _ipiv_to_perm(ipiv, m)
     else:
         lu, info = _lu_nopivot(a)
-        (lu,) = settle(check_errors, [lu], info, a.shape, "nopivot", check_errors)
+        (lu,) = settle([lu], info, a.shape, "nopivot", check_errors)
         ipiv = np.broadcast_to(np.arange(1, k + 1, dtype=np.int32), a.shape[:-2] + (k,))
         perm = np.broadcast_to(np.arange(m, dtype=np.int32), a.shape[:-2] + (m,))
     return [lu, np.ascontiguousarray(ipiv), np.ascontiguousarray(perm), info]

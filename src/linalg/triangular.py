@@ -13,7 +13,7 @@ from ..arrays.ops.elementwise_family import broadcast_shapes, promote_operands
 from ..arrays.ops.rules import bdim_to_front, move_axis
 from ._common import (
     _check_inexact, _low_precision, _shape_str, check_matrix, conj, errors_param, mm, mT,
-    settle, tri,
+    raise_on_info, settle, tri,
 )
 
 
@@ -95,7 +95,8 @@ def _triangular_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_d
         zero = np.diagonal(a, axis1=-2, axis2=-1) == 0
         info = np.where(zero.any(-1), np.argmax(zero, -1) + 1, 0).astype(np.int32)
         if info.any():   # trtrs would stop there: a unit pivot keeps the other matrices clean
-            settle(check_errors, (), info, a.shape, "trtrs", check_errors)
+            if check_errors:
+                raise_on_info(check_errors, info, a.shape, "trtrs")
             a = a.copy()
             a[info != 0, np.arange(m), np.arange(m)] = 1
     rhs = b if left_side else np.swapaxes(b, -1, -2)
@@ -106,7 +107,7 @@ def _triangular_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_d
     x = _solve_left(flat_a, flat_b, lower, transpose_a != (not left_side), conjugate_a,
                     unit_diagonal).reshape(rhs.shape)
     x = x if left_side else np.swapaxes(x, -1, -2)
-    return settle(check_errors, [x], info, a.shape, "trtrs", None)[0]
+    return settle([x], info, a.shape, "trtrs", None)[0]
 
 
 triangular_solve_p.abstract_eval = _triangular_abstract
