@@ -5,14 +5,14 @@ one block of its file:
 
 * ``_common.py``: the error and result types, input checks, the dtype policy, rule helpers.
 * ``determinant.py`` (det, slogdet), ``linear_solve.py`` (inv, solve, inv_ex, solve_ex),
-  ``cholesky_factorization.py`` (cholesky, cholesky_ex), ``qr_factorization.py``, ``singular_values.py`` (svd,
-  svdvals), ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
+  ``cholesky_factorization.py`` (cholesky, cholesky_ex), ``triangular.py`` (triangular_solve,
+  solve_triangular, cholesky_solve), ``lu_factorization.py`` (lu_factor, lu_factor_ex, lu,
+  lu_solve), ``qr_factorization.py``, ``singular_values.py`` (svd, svdvals),
+  ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
   ``norms.py`` (vector_norm, matrix_norm, norm, cond), ``products.py`` (matrix_power,
   multi_dot), ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py``
   (matrix_sqrth), ``polar_decomposition.py`` (polar), ``general_eigen.py`` (eig, eigvals),
-  ``least_squares.py`` (lstsq), ``tensor_equations.py`` (tensorsolve, tensorinv), ``triangular.py``
-  (triangular_solve, solve_triangular, cholesky_solve), ``lu_factorization.py`` (lu_factor,
-  lu_factor_ex, lu, lu_solve).
+  ``least_squares.py`` (lstsq), ``tensor_equations.py`` (tensorsolve, tensorinv).
 
 Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
 always the function (a module of the same name would be shadowed by it).

@@ -158,14 +158,17 @@ def settle(outs, info, shape, routine, check_errors):
     matrices (``info != 0``) to NaN. ``outs``: arrays of shape (*batch, ...)."""
     if check_errors:
         raise_on_info(check_errors, info, shape, routine)
-    mask = np.asarray(info) != 0
-    if not mask.any():
-        return outs
-    res = []
-    for o in outs:
-        o = np.array(o, copy=True)
-        o[mask] = np.nan
-        res.append(o)
+    return nan_where(outs, np.asarray(info) != 0)
+
+
+def nan_where(outs, bad):
+    """Copies of ``outs`` (arrays of shape (*batch, ...)) with NaN (complex: NaN + NaN j) for
+    the matrices where ``bad`` (*batch) holds; ``outs`` themselves when none is bad."""
+    if not bad.any():
+        return list(outs)
+    res = [np.array(o) for o in outs]   # writable
+    for o in res:
+        o[bad] = complex(np.nan, np.nan) if o.dtype.kind == "c" else np.nan
     return res
 
 
@@ -429,8 +432,4 @@ def lapack_or_nan(fn, x, ok=None):
                 o[i] = v
         outs = [o.reshape(x.shape[:-2] + o.shape[1:]) for o in outs]
         ok = ok & np.array([r is not None for r in each]).reshape(ok.shape)
-    if not ok.all():
-        outs = [np.array(o) for o in outs]   # writable
-        for o in outs:
-            o[~ok] = complex(np.nan, np.nan) if o.dtype.kind == "c" else np.nan
-    return outs
+    return nan_where(outs, ~ok)
