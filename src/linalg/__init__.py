@@ -12,7 +12,9 @@ one block of its file:
   ``norms.py`` (vector_norm, matrix_norm, norm, cond), ``products.py`` (matrix_power,
   multi_dot), ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py``
   (matrix_sqrth), ``polar_decomposition.py`` (polar), ``general_eigen.py`` (eig, eigvals),
-  ``least_squares.py`` (lstsq), ``tensor_equations.py`` (tensorsolve, tensorinv).
+  ``least_squares.py`` (lstsq), ``tensor_equations.py`` (tensorsolve, tensorinv);
+  ``jacobi.py``: the native batched Jacobi eigh / SVD kernels (native/jacobi.cpp) that eigh and
+  svd use for stacks of small matrices (LAPACK otherwise).
 
 Module names differ from the function names they define, so that ``starling.linalg.eigh`` is
 always the function (a module of the same name would be shadowed by it).
@@ -20,9 +22,18 @@ always the function (a module of the same name would be shadowed by it).
 ``starling.numpy.linalg`` re-exports these under the NumPy / Array API names and adds the
 contractions (matmul, tensordot, vecdot, ...).
 
-Dtype policy: float32 / float64 / complex64 / complex128 are computed in their own precision;
-bool and integer inputs are promoted to float32 (the default float); float16 / bfloat16 / float8
-are computed in float32 and rounded back.
+Dtype policy: float32 / float64 / complex64 / complex128 results have the input's dtype (inv,
+solve and cholesky compute single precision in double and round back, as NumPy's wrappers do;
+the others compute in the input's precision); bool and integer inputs are promoted to float32
+(the default float); float16 / bfloat16 / float8 are computed in float32 and rounded back.
+
+Derivatives: functions of Hermitian input (cholesky, eigh, eigvalsh, matrix_sqrth, pinv with
+hermitian=True) differentiate along Hermitian directions, so their gradients are Hermitian
+matrices (as in JAX and PyTorch). Eigenvalues / singular values equal to rounding count as one
+repeated value whose vectors do not rotate among themselves: gradients of losses that do not
+depend on the basis of such a subspace are finite and exact. Eigen- and singular vectors are
+in one gauge whatever kernel computed them: the entry of largest modulus of each is real and
+positive (singular_values.py).
 
 Failures (a singular matrix for inv / solve / triangular_solve / lu_solve / cholesky_solve, a
 matrix that is not positive definite for cholesky): by default the failed matrices of a stack

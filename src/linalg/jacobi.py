@@ -14,10 +14,10 @@ batch being the SIMD lane direction, and spread chunks over Starling's thread po
 
 Both scale each matrix by a power of two first (huge and tiny input are safe), and a matrix
 holding NaN or inf gives NaN results (so does LAPACK's path, through
-``_common.lapack_or_nan``). Accuracy is LAPACK's: scaled residuals ``||A V - V L|| / (n eps ||A||)`` and
-``||V^H V - I|| / (n eps)`` of order 1. The vectors come in no particular
-sign / phase: the eigh and svd primitives normalize them (``starling.linalg.hermitian_eigen``,
-``singular_values``), so both paths give the same gauge.
+``_common.lapack_or_nan``). Accuracy is LAPACK's: scaled residuals
+``||A V - V L|| / (n eps ||A||)`` and ``||V^H V - I|| / (n eps)`` of order 1. The vectors come
+in no particular sign / phase: the eigh and svd primitives normalize them
+(``starling.linalg.hermitian_eigen``, ``singular_values``), so both paths give the same gauge.
 
 Which path runs is decided by shape alone (never by values), from timings against NumPy's
 LAPACK on 2 cores: the kernels compute a whole chunk whatever the batch, so one matrix of size
