@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import select
 import os
 import statistics
 import subprocess
@@ -130,15 +131,31 @@ class Worker:
         self.p = subprocess.Popen([py, os.path.abspath(__file__), "--worker", lib, case],
                                   text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   env=env)
-        if not self.p.stdout.readline():
+        try:
+            ready = self._answer(300.0)   # warm-up and check against the reference
+        except TimeoutError as e:
+            raise RuntimeError(f"worker {lib}/{case}: {e}: killed") from None
+        if not ready:
             self.p.wait()
             raise RuntimeError(f"worker {lib}/{case} failed")
         self.reps = 1
 
-    def time(self, k):
+    def _answer(self, limit):
+        """The worker's next line; TimeoutError (worker killed) when none comes within
+        ``limit`` seconds: a peer hanging (jax.jit's cholesky + solve was seen to) must not
+        stop the whole benchmark."""
+        ready, _, _ = select.select([self.p.stdout], [], [], limit)
+        if not ready:
+            self.p.kill()
+            self.p.wait()
+            raise TimeoutError(f"no answer within {limit:.0f} s")
+        return self.p.stdout.readline()
+
+    def time(self, k, limit=120.0):
+        """Seconds per run of ``k`` runs (TimeoutError: see ``_answer``)."""
         self.p.stdin.write(f"{k}\n")
         self.p.stdin.flush()
-        return json.loads(self.p.stdout.readline())["seconds"]
+        return json.loads(self._answer(limit))["seconds"]
 
     def close(self):
         self.p.stdin.close()
@@ -157,12 +174,20 @@ def run_case(case, rounds, round_time):
         except RuntimeError as e:
             print(f"  ({e}: skipped)")
             continue
-        w.reps = max(1, int(round_time / max(w.time(1), 1e-7)))
+        try:
+            w.reps = max(1, int(round_time / max(w.time(1), 1e-7)))
+        except TimeoutError as e:
+            print(f"  ({lib}/{case}: {e}: killed, skipped)")
+            del workers[lib]
     times = {lib: [] for lib in workers}
     try:
         for _ in range(rounds):
-            for lib, w in workers.items():
-                times[lib].append(w.time(w.reps))
+            for lib, w in list(workers.items()):
+                try:
+                    times[lib].append(w.time(w.reps))
+                except TimeoutError as e:
+                    print(f"  ({lib}/{case}: {e}: killed, skipped)")
+                    del workers[lib], times[lib]
     finally:
         for w in workers.values():
             w.close()
