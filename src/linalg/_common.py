@@ -93,6 +93,17 @@ def as_inexact(op, x):
     return x
 
 
+def to_batch(x, batch, core=2):
+    """``x`` (``(*b, *core_dims)``, the last ``core`` dims its own) with its leading dims
+    broadcast to ``batch`` (NumPy's rules; ``batch`` already checked by broadcast_shapes)."""
+    shape = tuple(x.shape)
+    if shape[:len(shape) - core] == tuple(batch):
+        return x
+    nb = len(batch)
+    return shape_lax.broadcast_in_dim(x, tuple(batch) + shape[len(shape) - core:],
+                                      tuple(range(nb - len(shape) + core, nb + core)))
+
+
 def _low_precision(fn):
     """Runs ``fn`` in float32 for half/low-precision floats and rounds float results back
     (integer results, such as pivots and LAPACK info, keep their dtype)."""

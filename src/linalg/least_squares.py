@@ -11,7 +11,7 @@ from ..arrays.array import Array, wrap
 from ..arrays.ops import shape_lax
 from ..arrays.ops.elementwise_family import broadcast_shapes, promote_operands
 from ..arrays.ops.linear import snp
-from ._common import check_matrix, mm
+from ._common import check_matrix, mm, to_batch
 from .pseudo_inverse import _cutoff, pinv
 from .singular_values import svdvals
 
@@ -77,7 +77,7 @@ def lstsq(a, b, /, rcond=None):
     batch = broadcast_shapes("lstsq", sa[:-2], sb[:-2])
     rtol = _rtol(rcond, m, n, a.dtype)
     if not isinstance(rtol, float):   # an array of cutoffs may have the batch dims of b
-        a = _broadcast_batch(a, batch)
+        a = to_batch(a, batch)
     # a keeps its own batch dims: one SVD per matrix of a, whatever b's batch (so that vmap
     # over b alone, or many right-hand sides, share one factorization); matmul broadcasts
     s = svdvals(a)
@@ -92,15 +92,6 @@ def lstsq(a, b, /, rcond=None):
     if vector:
         x = shape_lax.reshape(x, batch + (n,))
     return LstsqResult(x, resid, rank, s)
-
-
-def _broadcast_batch(x, batch):
-    shape = tuple(x.shape)
-    if shape[:-2] == batch:
-        return x
-    nb = len(batch)
-    return shape_lax.broadcast_in_dim(x, batch + shape[-2:],
-                                      tuple(range(nb - len(shape) + 2, nb + 2)))
 
 
 def _rtol(rcond, m, n, dtype):

@@ -11,7 +11,7 @@ from ..arrays.ops.elementwise_family import broadcast_shapes, promote_operands
 from ..arrays.ops.rules import bdim_to_front, move_axis
 from ._common import (
     _check_inexact, _low_precision, _shape_str, as_inexact, batch_to_front, check_matrix,
-    errors_param, gufunc, info_of, lapack_info, mT, mm, raise_on_info,
+    errors_param, gufunc, info_of, lapack_info, mT, mm, raise_on_info, to_batch,
 )
 
 
@@ -152,11 +152,7 @@ def _solve(op, x1, x2, check_errors):
         out = solve_p.bind(a, b, check_errors=check_errors)
         return shape_lax.reshape(out, sa[:-1]), a, out
     batch = broadcast_shapes(op, sa[:-2], sb[:-2])
-    nb = len(batch)
-    if sa[:-2] != batch:
-        a = shape_lax.broadcast_in_dim(a, batch + sa[-2:], tuple(range(nb - len(sa) + 2, nb + 2)))
-    if sb[:-2] != batch:
-        b = shape_lax.broadcast_in_dim(b, batch + sb[-2:], tuple(range(nb - len(sb) + 2, nb + 2)))
+    a, b = to_batch(a, batch), to_batch(b, batch)
     out = solve_p.bind(a, b, check_errors=check_errors)
     return out, a, out
 

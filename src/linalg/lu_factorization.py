@@ -17,7 +17,7 @@ from ..arrays.ops.elementwise_family import broadcast_shapes, promote_operands
 from ..arrays.ops.rules import defjvp_zero
 from ._common import (
     _check_inexact, _low_precision, _shape_str, _snp, as_inexact, batch_to_front, check_matrix,
-    const, errors_param, getrf, mm, raise_on_info, settle, tri,
+    const, errors_param, getrf, mm, raise_on_info, settle, to_batch, tri,
 )
 from .triangular import triangular_solve_p
 
@@ -310,14 +310,7 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False, check_errors=False):  #
         raise ValueError(f"{op}: pivots must be integers of shape {sl[:-1]} (LU's shape "
                          f"{sl} without its last dim), got {pivots.dtype} of shape {sp}")
     batch = broadcast_shapes(op, sl[:-2], sb[:-2])
-    nb = len(batch)
-    if sl[:-2] != batch:
-        lu_ = shape_lax.broadcast_in_dim(lu_, batch + sl[-2:], tuple(range(nb - len(sl) + 2,
-                                                                         nb + 2)))
-        pivots = shape_lax.broadcast_in_dim(pivots, batch + sl[-1:],
-                                            tuple(range(nb - len(sp) + 1, nb + 1)))
-    if sb[:-2] != batch:
-        b = shape_lax.broadcast_in_dim(b, batch + sb[-2:], tuple(range(nb - len(sb) + 2, nb + 2)))
+    lu_, pivots, b = to_batch(lu_, batch), to_batch(pivots, batch, core=1), to_batch(b, batch)
     perm = lu_pivots_to_permutation_p.bind(pivots, m=n)
     rows = -2 if left else -1          # the dim of B that the permutation acts on
     other = b.shape[-1 if left else -2]

@@ -13,7 +13,7 @@ from ..arrays.ops.elementwise_family import broadcast_shapes, promote_operands
 from ..arrays.ops.rules import bdim_to_front, move_axis
 from ._common import (
     _check_inexact, _low_precision, _shape_str, check_matrix, conj, errors_param, mm, mT,
-    raise_on_info, settle, tri,
+    raise_on_info, settle, to_batch, tri,
 )
 
 
@@ -213,11 +213,7 @@ def _triangular(op, a, b, **params):
         raise ValueError(f"{op}: b of shape {sb} does not match a of shape {sa}: expected a "
                          f"stack of matrices {want} (write b[..., None] for a vector)")
     batch = broadcast_shapes(op, sa[:-2], sb[:-2])
-    nb = len(batch)
-    if sa[:-2] != batch:
-        a = shape_lax.broadcast_in_dim(a, batch + sa[-2:], tuple(range(nb - len(sa) + 2, nb + 2)))
-    if sb[:-2] != batch:
-        b = shape_lax.broadcast_in_dim(b, batch + sb[-2:], tuple(range(nb - len(sb) + 2, nb + 2)))
+    a, b = to_batch(a, batch), to_batch(b, batch)
     return triangular_solve_p.bind(a, b, **params)
 
 
