@@ -241,3 +241,25 @@ def test_non_finite_matrices_give_nan_for_themselves_only(n):
     np.testing.assert_allclose(N(LA.eigvalsh(snp.asarray(sym)))[2], np.ones(n))
     np.testing.assert_allclose(N(LA.svdvals(snp.asarray(x)))[0],
                                np.linalg.svd(x[0], compute_uv=False), rtol=1e-12)
+
+
+def test_cholesky_and_pinv_of_non_finite_matrices():
+    # potrf's comparisons let NaN pivots through: a non-finite lower triangle is a failure
+    # (all-NaN factor, info, check_errors), the unread triangle does not matter; pinv of such
+    # a matrix is NaN for it alone (NumPy's SVD raised for the whole stack)
+    a = np.array([[4.0, 1, 0], [1, 3, 1], [0, 1, 2]])
+    b = a.copy()
+    b[2, 1] = np.nan
+    c = a.copy()
+    c[0, 2] = np.inf                                   # not read by the lower factorization
+    stack = snp.asarray(np.stack([a, a * np.nan, b, c]))
+    low = N(LA.cholesky(stack))
+    assert np.isnan(low[1]).all() and np.isnan(low[2]).all()
+    np.testing.assert_allclose(low[0], np.linalg.cholesky(a))
+    np.testing.assert_allclose(low[3], np.linalg.cholesky(a))
+    np.testing.assert_array_equal(N(LA.cholesky_ex(stack)[1]), [0, 1, 3, 0])
+    with pytest.raises(LA.LinAlgError, match=r"cholesky: .*leading minor of order 3"):
+        LA.cholesky(snp.asarray(b), check_errors=True)
+    p = N(LA.pinv(snp.asarray(np.stack([a, a * np.nan]))))
+    assert np.isnan(p[1]).all()
+    np.testing.assert_allclose(p[0], np.linalg.pinv(a), rtol=1e-12)

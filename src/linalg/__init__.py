@@ -31,9 +31,9 @@ Derivatives: functions of Hermitian input (cholesky, eigh, eigvalsh, matrix_sqrt
 hermitian=True) differentiate along Hermitian directions, so their gradients are Hermitian
 matrices (as in JAX and PyTorch). Eigenvalues / singular values equal to rounding count as one
 repeated value whose vectors do not rotate among themselves: gradients of losses that do not
-depend on the basis of such a subspace are finite and exact. Eigen- and singular vectors are
-in one gauge whatever kernel computed them: the entry of largest modulus of each is real and
-positive (singular_values.py).
+depend on the basis of such a subspace are finite and exact. Eigenvectors and right singular
+vectors are in one gauge whatever kernel computed them: the entry of largest modulus of each
+is real and positive (the left singular vectors follow their right ones; singular_values.py).
 
 Failures (a singular matrix for inv / solve / triangular_solve / lu_solve / cholesky_solve, a
 matrix that is not positive definite for cholesky): by default the failed matrices of a stack

@@ -222,6 +222,12 @@ def potrf_info(a):
         fn = lapack.get_lapack_funcs("potrf", dtype=a.dtype)
         for i in range(flat.shape[0]):
             info[i] = max(int(fn(flat[i], lower=1, clean=0)[1]), 0)
+        # potrf's comparisons pass NaN pivots: a non-finite entry at row i of the lower
+        # triangle makes the leading minor of order i + 1 the first that is not positive definite
+        bad = ~np.isfinite(np.tril(flat))
+        rows = np.where(bad.any(axis=-1), np.arange(1, flat.shape[-1] + 1), 0)
+        first = np.where(bad.any(axis=(-2, -1)), np.where(rows > 0, rows, 1 << 30).min(axis=-1), 0)
+        info = np.where((first > 0) & ((info == 0) | (first < info)), first, info).astype(np.int32)
     return info.reshape(batch)
 
 
@@ -411,26 +417,30 @@ linalg_info_p.sharding = RS.batch_dims(2)   # each matrix of the stack on its ow
 # ---- det / slogdet -----------------------------------------------------------------------------
 
 
-def lapack_or_nan(fn, x, ok=None):
+def lapack_or_nan(fn, x, ok=None, per_matrix=()):
     """``fn(x)`` (a LAPACK driver over a stack ``(*batch, m, n)`` returning a list of arrays
     with leading ``*batch`` dims) with NaN results for the matrices it cannot take: those
     holding inf / NaN (``ok``, shape ``(*batch)``: which matrices are usable; default: all
     entries finite) and those on which LAPACK fails (a rare non-convergence raises
     ``numpy.linalg.LinAlgError`` for the whole stack: the stack is then redone matrix by
     matrix). The other matrices of the stack keep their values: Starling's default for
-    non-finite input, the same in eager and compiled code (NumPy raises for the whole stack)."""
+    non-finite input, the same in eager and compiled code (NumPy raises for the whole stack).
+    ``per_matrix``: arrays of shape ``(*batch)`` passed to ``fn`` after the stack (one value per
+    matrix when it is redone matrix by matrix)."""
     if ok is None:
         ok = np.isfinite(x).all(axis=(-2, -1))
     clean = x if ok.all() else np.where(ok[..., None, None], x, 0)
     try:
-        outs = list(fn(clean))
+        outs = list(fn(clean, *per_matrix))
     except np.linalg.LinAlgError:
         flat = clean.reshape((-1,) + clean.shape[-2:])
-        template = list(fn(np.zeros_like(flat[0])))   # the shapes of one matrix's results
+        extra = [np.broadcast_to(e, x.shape[:-2]).reshape(-1) for e in per_matrix]
+        # the shapes of one matrix's results
+        template = list(fn(np.zeros_like(flat[0]), *[e[0] for e in extra]))
         each = []
-        for a in flat:
+        for i, a in enumerate(flat):
             try:
-                each.append(list(fn(a)))
+                each.append(list(fn(a, *[e[i] for e in extra])))
             except np.linalg.LinAlgError:
                 each.append(None)
         done = [r for r in each if r is not None]

@@ -2,6 +2,8 @@
 (which also returns LAPACK's ``info``)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.ad_util import Zero, tangent_aval
 from ..core.avals import ShapedArray
 from ..core.primitive import Primitive
@@ -24,6 +26,11 @@ def _cholesky_abstract(x, *, check_errors=None):
 
 def _cholesky_impl(x, *, check_errors=None):
     low = gufunc("cholesky_lo", x)   # NaN for the matrices where potrf failed
+    # potrf's comparisons pass NaN pivots: a non-finite lower triangle fails too (all NaN)
+    bad = ~np.isfinite(np.tril(x)).all(axis=(-2, -1))
+    if bad.any():
+        low = np.array(low)
+        low[bad] = np.nan
     if check_errors:
         raise_on_info(check_errors, info_of("potrf", x, low), x.shape, "potrf")
     return low

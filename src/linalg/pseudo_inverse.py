@@ -13,7 +13,8 @@ from ..arrays.ops import rules_sharding as RS
 from ..arrays.ops import shape_lax
 from ..arrays.ops.linear import snp
 from ._common import (
-    _check_inexact, _low_precision, _snp, as_inexact, check_matrix, symmetrize, mH, mm,
+    _check_inexact, _low_precision, _snp, as_inexact, check_matrix, lapack_or_nan, mH, mm,
+    symmetrize,
 )
 from .hermitian_eigen import eigvalsh
 from .norms import _real_abs
@@ -32,8 +33,11 @@ pinv_p = Primitive("pinv", family="linalg")
 
 
 def _pinv_impl(x, rtol, *, hermitian):
+    # matrices holding inf / NaN get NaN, the rest of the stack its values (NumPy raised)
     x = np.asarray(x)
-    return np.linalg.pinv(x, rtol=np.asarray(rtol, dtype=np.float64), hermitian=hermitian)
+    rtol = np.broadcast_to(np.asarray(rtol, dtype=np.float64), x.shape[:-2])
+    return lapack_or_nan(lambda a, r: [np.linalg.pinv(a, rtol=r, hermitian=hermitian)], x,
+                         per_matrix=(rtol,))[0]
 
 
 def _pinv_abstract(x, rtol, *, hermitian):
