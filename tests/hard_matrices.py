@@ -1,4 +1,5 @@
-"""Hard test matrices for linear algebra (float64 NumPy arrays, closed forms where known).
+"""Test inputs: ``rnd`` (random real / complex arrays) and hard matrices for linear algebra
+(float64 NumPy arrays, closed forms where known).
 
 Sources: Higham, "Accuracy and Stability of Numerical Algorithms" (2nd ed., 2002): Kahan
 (sec. 8.3), Hilbert (sec. 28.1); Wilkinson, "The Algebraic Eigenvalue Problem" (1965): W_{2m+1}^+,
@@ -8,6 +9,15 @@ matrices.
 from __future__ import annotations
 
 import numpy as np
+
+
+def rnd(shape, dtype=np.float64, seed=0):
+    """Standard normal entries of ``shape`` (real and imaginary parts for complex ``dtype``)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
 
 
 def kahan(n, theta=1.2):

@@ -9,20 +9,13 @@ from hypothesis import strategies as st
 import starling.numpy as snp
 from starling.core.ir import check_program, eval_program
 from starling.transforms.stage import eval_shape, make_ir
+from tests.hard_matrices import rnd
 
 LA = snp.linalg
 
 
 def A(x, dtype=None):
     return snp.asarray(np.asarray(x, dtype=dtype))
-
-
-def rnd(shape, dtype=np.float64, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 def spd(n, dtype=np.float64, seed=0, batch=()):

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import starling
 import starling.numpy as snp
 from starling.test_util import check_grads
+from tests.hard_matrices import rnd
 
 LA = snp.linalg
 C = (np.float32, np.float64, np.complex64, np.complex128)
@@ -20,14 +21,6 @@ C = (np.float32, np.float64, np.complex64, np.complex128)
 
 def A(x, dtype=None):
     return snp.asarray(np.asarray(x, dtype=dtype))
-
-
-def rnd(shape, dtype=np.float64, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 def tol(dt):

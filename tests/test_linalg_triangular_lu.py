@@ -13,6 +13,7 @@ import starling
 import starling.linalg as LA
 import starling.numpy as snp
 from starling.test_util import check_grads
+from tests.hard_matrices import rnd
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 TOL = {np.float32: 2e-4, np.complex64: 2e-4, np.float64: 1e-10, np.complex128: 1e-10}
@@ -24,14 +25,6 @@ def A(x):
 
 def N(x):
     return np.asarray(x)
-
-
-def rnd(shape, dtype=np.float64, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 def well(shape, dtype=np.float64, seed=0):

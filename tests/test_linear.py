@@ -10,18 +10,11 @@ import starling.numpy as snp
 from starling.arrays.ops.linear import dot_general, dot_general_p
 from starling.core.ir import check_program, eval_program
 from starling.transforms.stage import eval_shape, make_ir
+from tests.hard_matrices import rnd
 
 
 def A(x, dtype=None):
     return snp.asarray(np.asarray(x, dtype=dtype))
-
-
-def rnd(shape, dtype=np.float64, seed=0):
-    rng = np.random.default_rng(seed)
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 # ---- errors ------------------------------------------------------------------------------------
