@@ -121,10 +121,14 @@ def _sigmoid_jvp(primals, tangents):
 
 def sigmoid(x):
     """``1 / (1 + exp(-x))``, computed without overflow; derivative ``s (1 - s)``."""
+    return _sigmoid(_float_input(x, complex_ok=False))
+
+
+def _float_input(x, complex_ok=True):
+    """``x`` as an array; integers and bools become float32 (Starling's default float)."""
     x = snp.asarray(x)
-    if not snp.isdtype(x.dtype, ("real floating",)):
-        x = snp.astype(x, snp.float32)
-    return _sigmoid(x)
+    kinds = ("real floating", "complex floating") if complex_ok else ("real floating",)
+    return x if snp.isdtype(x.dtype, kinds) else snp.astype(x, snp.float32)
 
 
 def logsigmoid(x):
@@ -176,37 +180,97 @@ def softmax(x, dim=-1):
 
     A slice that is all ``-inf`` gives NaN, as in PyTorch.
     """
-    m = snp.max(x, axis=dim, keepdims=True)
-    e = snp.exp(x - _stop(m))
-    return e / snp.sum(e, axis=dim, keepdims=True)
+    return _softmax(x, dim)
+
+
+def _softmax(x, axis=-1, where=None):
+    """Softmax over ``axis`` counting only the entries where ``where`` is True.
+
+    The one implementation behind ``nn.functional.softmax`` (PyTorch's ``dim=``) and
+    ``nn.softmax`` (JAX's ``axis=, where=``). Masked-out entries are 0 and get no gradient; a
+    slice with no entry left is all 0 (no NaN, in values or derivatives). Without ``where`` a
+    slice of only ``-inf`` gives NaN, as in PyTorch and JAX.
+
+    Args:
+        x: ``(*dims)`` floating array.
+        axis: int or tuple of ints.
+        where: None, or a bool array broadcastable to ``x``.
+    """
+    if where is None:
+        m = snp.max(x, axis=axis, keepdims=True)
+        e = snp.exp(x - _stop(m))
+        return e / snp.sum(e, axis=axis, keepdims=True)
+    x, keep = _masked_input(x, where)
+    m = snp.max(x, axis=axis, keepdims=True)
+    e = snp.where(keep, snp.exp(x - _stop(snp.where(snp.isfinite(m), m, 0))), 0)
+    s = snp.sum(e, axis=axis, keepdims=True)
+    return e / snp.where(s > 0, s, 1)
+
+
+def _masked_input(x, where):
+    """``x`` with the entries ``where`` leaves out set to ``-inf``, and the broadcast mask."""
+    x = snp.asarray(x)
+    keep = snp.broadcast_to(snp.asarray(where, dtype=snp.bool_), x.shape)
+    return snp.where(keep, x, -math.inf), keep
 
 
 def log_softmax(x, dim=-1):
-    """``x - logsumexp(x, dim)``, computed as ``(x - m) - log1p(r)`` with ``m = x_k`` the max of
+    """``x - logsumexp(x, dim)``; see ``_log_softmax`` for the method."""
+    return _log_softmax(x, dim)
+
+
+def _log_softmax(x, axis=-1, where=None):
+    """``x - logsumexp(x, axis)`` over the entries where ``where`` is True, computed as ``(x - m) - log1p(r)`` with ``m = x_k`` the max of
     the slice and ``r`` the sum of ``exp(x_j - m)`` over the other entries: subtracting a large
     logsumexp from a large ``x`` would lose the small difference (``[1e30, 1e30, -1e30, 0]``
     gives ``log(1/2)`` for the first two; float32 logits near 1000 keep their last bits), and
     ``log1p`` keeps the log-probability of a confident prediction (``-1e-8`` in float32, where
     ``log(1 + 1e-8)`` is 0). ``m`` is read with argmax, so the derivative is exact (no stop
     gradient). A slice with ``+inf`` or only ``-inf`` gives NaN entries, as in PyTorch and JAX.
+
+    The one implementation behind ``nn.functional.log_softmax`` (``dim=``) and
+    ``nn.log_softmax`` (JAX's ``axis=, where=``): masked-out entries are ``-inf`` and get no
+    gradient; a slice with no entry left is all ``-inf`` (no NaN). A tuple ``axis`` is moved
+    last and flattened into one axis.
     """
-    x = snp.asarray(x)
-    if not snp.isdtype(x.dtype, ("real floating", "complex floating")):
-        x = snp.astype(x, snp.float32)
+    x = _float_input(x)
+    if isinstance(axis, (tuple, list)):
+        return _over_axes(lambda y, w: _log_softmax(y, -1, w), x, axis, where)
+    if where is not None:
+        xm, keep = _masked_input(x, where)
+        some = snp.any(keep, axis=axis, keepdims=True)
+        out = _log_softmax(snp.where(some, xm, 0), axis)
+        return snp.where(keep, out, -math.inf)
     if x.ndim == 0:
         return x - x
-    k = snp.argmax(x, axis=dim, keepdims=True)
-    m = snp.take_along_axis(x, k, axis=dim)
+    k = snp.argmax(x, axis=axis, keepdims=True)
+    m = snp.take_along_axis(x, k, axis=axis)
     finite = snp.isfinite(m)
     shifted = x - snp.where(finite, m, 0)
     e = snp.exp(shifted)
-    at_k = snp.arange(x.shape[dim]).reshape(
-        (-1,) + (1,) * (x.ndim - 1 - (dim % x.ndim))) == k
-    rest = snp.sum(snp.where(at_k, 0, e), axis=dim, keepdims=True)
-    e_k = snp.sum(snp.where(at_k, e, 0), axis=dim, keepdims=True)
+    at_k = snp.arange(x.shape[axis]).reshape(
+        (-1,) + (1,) * (x.ndim - 1 - (axis % x.ndim))) == k
+    rest = snp.sum(snp.where(at_k, 0, e), axis=axis, keepdims=True)
+    e_k = snp.sum(snp.where(at_k, e, 0), axis=axis, keepdims=True)
     # a non-finite max: the plain formula (its NaN / -inf entries are the standard ones)
     lse = snp.where(finite, snp.log1p(rest), snp.log(rest + e_k))
     return shifted - lse
+
+
+def _over_axes(fn, x, axes, where):
+    """``fn(y, w)`` applied with ``axes`` of ``x`` (and of the mask ``where``) moved last and
+    flattened into one, then put back."""
+    axes = tuple(a % x.ndim for a in axes)
+    rest = tuple(a for a in range(x.ndim) if a not in axes)
+    order = rest + axes
+    moved_shape = tuple(x.shape[a] for a in order)
+    flat = (-1,) if not rest else (*moved_shape[:len(rest)], -1)
+
+    def to_flat(a):
+        return snp.reshape(snp.permute_dims(a, order), flat) if rest or len(axes) != 1 else a
+    w = None if where is None else to_flat(snp.broadcast_to(snp.asarray(where), x.shape))
+    y = snp.reshape(fn(to_flat(x), w), moved_shape)
+    return snp.permute_dims(y, tuple(order.index(a) for a in range(x.ndim)))
 
 
 def softmin(x, dim=-1):
@@ -285,10 +349,20 @@ def embedding(indices, weight, padding_idx=None):
 
 def one_hot(indices, num_classes=-1):
     """int64 ``(*, num_classes)`` one-hot of integer ``indices`` ``(*)``; ``num_classes=-1``
-    uses ``max + 1`` (needs concrete indices)."""
+    uses ``max + 1`` (needs concrete indices). An index outside ``[0, num_classes)`` gives a
+    row of zeros."""
     if num_classes < 0:
         num_classes = int(snp.max(indices)) + 1
-    return snp.astype(indices[..., None] == snp.arange(num_classes), snp.int64)
+    return _one_hot(indices, num_classes, snp.int64, -1)
+
+
+def _one_hot(indices, num_classes, dtype, axis):
+    """``indices == arange(num_classes)`` as ``dtype``, the class axis inserted at ``axis``:
+    the one implementation of PyTorch's ``one_hot`` and JAX's ``nn.one_hot``."""
+    indices = snp.asarray(indices)
+    axis = axis % (indices.ndim + 1)
+    classes = snp.reshape(snp.arange(num_classes), (-1,) + (1,) * (indices.ndim - axis))
+    return snp.astype(snp.expand_dims(indices, axis) == classes, dtype)
 
 
 def normalize(x, p=2.0, dim=1, eps=1e-12):
@@ -311,14 +385,22 @@ def _norm_axes(op, x, normalized_shape):
 def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Ba et al. (2016): ``(x - mean) / sqrt(var + eps) * weight + bias`` over the trailing
     ``normalized_shape`` dims (biased variance)."""
-    axes = _norm_axes("layer_norm", x, normalized_shape)
-    mean = snp.mean(x, axis=axes, keepdims=True)
-    xc = x - mean
-    var = snp.mean(xc * xc, axis=axes, keepdims=True)
-    y = xc * snp.rsqrt(var + eps)
+    y = _standardize(x, _norm_axes("layer_norm", x, normalized_shape), eps)
     if weight is not None:
         y = y * weight
     return y if bias is None else y + bias
+
+
+def _standardize(x, axes, eps, mean=None, variance=None, where=None):
+    """``(x - mean) / sqrt(variance + eps)`` over ``axes``, the statistics (biased variance,
+    two-pass) taken over the entries ``where`` keeps unless given; the one implementation of
+    ``layer_norm`` and JAX's ``nn.standardize``."""
+    if mean is None:
+        mean = snp.mean(x, axis=axes, keepdims=True, where=where)
+    xc = x - mean
+    if variance is None:
+        variance = snp.mean(xc * xc, axis=axes, keepdims=True, where=where)
+    return xc * snp.rsqrt(variance + eps)
 
 
 def rms_norm(x, normalized_shape, weight=None, eps=None):
@@ -387,13 +469,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         raise ValueError("scaled_dot_product_attention: pass either attn_mask or is_causal")
     e = query.shape[-1]
     scale = 1.0 / math.sqrt(e) if scale is None else scale
-    if enable_gqa and key.shape[-3] != query.shape[-3]:
-        hq, hk = query.shape[-3], key.shape[-3]
-        if hq % hk:
-            raise ValueError(f"scaled_dot_product_attention: query heads ({hq}) must be a "
-                             f"multiple of key/value heads ({hk}) for enable_gqa")
-        key = snp.repeat(key, hq // hk, axis=-3)
-        value = snp.repeat(value, hq // hk, axis=-3)
+    if enable_gqa:
+        key, value = _repeat_kv_heads("scaled_dot_product_attention", query, key, value)
     scores = snp.matmul(query, snp.matrix_transpose(key)) * scale
     L, S = query.shape[-2], key.shape[-2]
     if is_causal:
@@ -408,6 +485,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if dropout_p > 0.0:
         w = dropout(w, dropout_p, True, key=dropout_key)
     return snp.matmul(w, value)
+
+
+def _repeat_kv_heads(op, query, key, value):
+    """Grouped-query attention (Ainslie et al. 2023): key / value heads (dim -3) repeated so
+    each of the ``Hq`` query heads has its own; ``Hq`` must be a multiple of ``Hk``."""
+    hq, hk = query.shape[-3], key.shape[-3]
+    if hq == hk:
+        return key, value
+    if hk == 0 or hq % hk:
+        raise ValueError(f"{op}: query heads ({hq}) must be a multiple of key/value heads "
+                         f"({hk}) for grouped-query attention")
+    return snp.repeat(key, hq // hk, axis=-3), snp.repeat(value, hq // hk, axis=-3)
 
 
 # ---- NumPy inputs --------------------------------------------------------------------------------
