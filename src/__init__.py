@@ -20,7 +20,7 @@ _import_native(_os.path.dirname(_os.path.abspath(__file__)))
 # call, so the filter is scoped to Starling's modules instead.
 _warnings.filterwarnings("ignore", category=RuntimeWarning, module=r"starling\.")
 
-from . import tree  # noqa: E402,F401
+from . import tree, tree_util  # noqa: E402,F401
 from .arrays.array import Array  # noqa: E402,F401
 from .arrays.device import (Device, device_count, device_put, devices,  # noqa: E402,F401
                             local_device_count, local_devices, process_index)

@@ -6,6 +6,8 @@ outputs with these functions.
 """
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 import optree
 
@@ -19,10 +21,24 @@ def flatten(tree, is_leaf=None):
     return optree.tree_flatten(tree, is_leaf=is_leaf, none_is_leaf=False, namespace=NAMESPACE)
 
 
-def flatten_with_path(tree, is_leaf=None):
-    """Returns ``(paths, leaves, treedef)``; a path is a tuple of keys/indices."""
+def paths_leaves_treedef(tree, is_leaf=None):
+    """Returns ``(paths, leaves, treedef)`` as three parallel lists (what Starling's own code
+    reads); ``flatten_with_path`` is the JAX-shaped form."""
     return optree.tree_flatten_with_path(tree, is_leaf=is_leaf, none_is_leaf=False,
                                          namespace=NAMESPACE)
+
+
+def flatten_with_path(tree, is_leaf=None):
+    """Returns ``([(path, leaf), ...], treedef)`` as JAX's ``tree.flatten_with_path``. A path is
+    a tuple of the keys / indices / attribute names leading to the leaf (``keystr`` prints
+    it)."""
+    paths, flat, treedef = paths_leaves_treedef(tree, is_leaf)
+    return list(zip(paths, flat)), treedef
+
+
+def leaves_with_path(tree, is_leaf=None):
+    """``[(path, leaf), ...]`` in flatten order (JAX's ``tree.leaves_with_path``)."""
+    return flatten_with_path(tree, is_leaf)[0]
 
 
 def unflatten(treedef, leaves):
@@ -52,6 +68,39 @@ def map_with_path(fn, tree, *rest, is_leaf=None):
                                      namespace=NAMESPACE)
 
 
+_NO_INITIAL = object()
+
+
+def reduce(fn, tree, initializer=_NO_INITIAL, is_leaf=None):  # noqa: A001  (JAX's name)
+    """``functools.reduce(fn, leaves(tree)[, initializer])``.
+
+    Raises:
+        TypeError: an empty tree and no ``initializer`` (as ``functools.reduce``).
+    """
+    import functools
+    flat = leaves(tree, is_leaf)
+    if initializer is _NO_INITIAL:
+        return functools.reduce(fn, flat)
+    return functools.reduce(fn, flat, initializer)
+
+
+def all(tree, is_leaf=None):  # noqa: A001  (JAX's name)
+    """True when every leaf is truthy (``bool(leaf)``; a multi-element array raises as in
+    Python); True for an empty tree."""
+    return builtins.all(leaves(tree, is_leaf))
+
+
+def transpose(outer_treedef, inner_treedef, tree):
+    """Turns a tree of structure ``outer(inner(leaves))`` into ``inner(outer(leaves))``, e.g.
+    a list of dicts into a dict of lists (JAX's ``tree.transpose``).
+
+    Raises:
+        ValueError: ``tree`` does not have the structure ``outer_treedef`` of
+            ``inner_treedef``s.
+    """
+    return optree.tree_transpose(outer_treedef, inner_treedef, tree)
+
+
 def register_node(cls, flatten_fn, unflatten_fn):
     """Registers ``cls`` as a pytree node in the "starling" namespace.
 
@@ -79,6 +128,12 @@ def register_dataclass(cls, data_fields, meta_fields):
 def path_str(path) -> str:
     """Human-readable form of a key path, e.g. ``['params'][0]`` (``<root>`` when empty)."""
     return "".join(f"[{k!r}]" for k in path) or "<root>"
+
+
+def keystr(path) -> str:
+    """A key path as text, ``['params'][0]`` (JAX's ``tree_util.keystr``); ``''`` for the
+    root."""
+    return "".join(f"[{k!r}]" for k in path)
 
 
 class _NoneAxis:

@@ -62,9 +62,9 @@ def test_names_state_dict_and_pytree_leaves():
     params = [n for n, _ in net.named_parameters()]
     assert params == [n for n in NAMES if not n.endswith("steps")]
     assert [n for n, _ in net.named_buffers()] == ["blocks.0.steps", "blocks.1.steps"]
-    paths, leaves, _ = tree.flatten_with_path(net)
-    assert [".".join(map(str, p)) for p in paths] == NAMES
-    assert all(a is b for a, b in zip(leaves, net.state_dict().values()))
+    with_path, _ = tree.flatten_with_path(net)
+    assert [".".join(map(str, p)) for p, _ in with_path] == NAMES
+    assert all(a is b for (_, a), b in zip(with_path, net.state_dict().values()))
     assert len(list(net.parameters())) == 14
     assert [n for n, _ in net.named_modules()][:4] == ["", "inp", "blocks", "blocks.0"]
     assert net.get_submodule("blocks.1.fc") is net.blocks[1].fc

@@ -326,7 +326,7 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
             raise TypeError(f"{op}: mesh must be a starling Mesh, got {m!r}")
         if in_specs is None or out_specs is None:
             raise TypeError(f"{op}: in_specs and out_specs are required")
-        paths, leaves, treedef = tree_util.flatten_with_path(args)
+        paths, leaves, treedef = tree_util.paths_leaves_treedef(args)
         flat_specs = _prefix(in_specs, args, op, "in_specs")
         ops = [operand(x, op) for x in leaves]
         in_sh = [_spec_for(s, m, op, f"in_specs of argument {tree_util.path_str(p)} "
@@ -349,7 +349,7 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
             body, consts = P.stage(flat_fun, local)
         ot, out_struct = out_tree[0]
         flat_out = _prefix(out_specs, out_struct, op, "out_specs")
-        o_paths = [tree_util.path_str(p) for p in tree_util.flatten_with_path(out_struct)[0]]
+        o_paths = [tree_util.path_str(p) for p in tree_util.paths_leaves_treedef(out_struct)[0]]
         out_sh = [_spec_for(s, m, op, f"out_specs of output {p}")
                   for p, s in zip(o_paths, flat_out)]
         const_sh = [NamedSharding(m, PartitionSpec())] * len(consts)

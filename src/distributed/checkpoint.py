@@ -411,7 +411,7 @@ def restore(directory, target=None, *, shardings=None, verify=True):
     index = read_index(directory)
     arrays = index["arrays"]
     skeleton = ser.decode_tree(index["tree"], {n: _Name(n) for n in arrays})
-    paths, names, treedef = tree_util.flatten_with_path(skeleton)
+    paths, names, treedef = tree_util.paths_leaves_treedef(skeleton)
     if target is not None:
         given = _by_path(target)
         missing = [tree_util.path_str(p) for p in paths if p not in given]
@@ -428,7 +428,7 @@ def restore(directory, target=None, *, shardings=None, verify=True):
         except ValueError as e:
             raise ValueError(f"checkpoint.restore: shardings is not a pytree prefix of the "
                              f"checkpoint's structure: {e}") from None
-        by_path = dict(zip(tree_util.flatten_with_path(plain)[0], flat))
+        by_path = dict(zip(tree_util.paths_leaves_treedef(plain)[0], flat))
         layouts = [by_path[p] for p in paths]
     else:
         layouts = [None] * len(names)
@@ -439,7 +439,7 @@ def restore(directory, target=None, *, shardings=None, verify=True):
 
 
 def _by_path(tree) -> dict:
-    paths, leaves, _ = tree_util.flatten_with_path(tree)
+    paths, leaves, _ = tree_util.paths_leaves_treedef(tree)
     return dict(zip(paths, leaves))
 
 

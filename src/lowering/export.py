@@ -155,7 +155,7 @@ def _export_aval(x):
 def _labels(fun, tree):
     names = _dyn._param_names(fun, "export")
     pos_names = names[0] if names is not None else []
-    paths, _, _ = tree_util.flatten_with_path(tree)
+    paths, _, _ = tree_util.paths_leaves_treedef(tree)
     out = []
     for path in paths:
         pos = path[1]

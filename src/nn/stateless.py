@@ -36,7 +36,7 @@ def replace(module, mapping):
         KeyError: a name in ``mapping`` is not a parameter or buffer of ``module``.
     """
     _check_module("replace", module)
-    paths, leaves, treedef = tree_util.flatten_with_path(module)
+    paths, leaves, treedef = tree_util.paths_leaves_treedef(module)
     names = [".".join(str(k) for k in p) for p in paths]
     if mapping:
         index = {n: i for i, n in enumerate(names)}

@@ -313,7 +313,7 @@ def leaf_specs(spec, fun, op, tree, arg_positions):
     """
     names = _param_names(fun, op)
     pos_names = names[0] if names is not None else []
-    paths, _, _ = tree_util.flatten_with_path(tree)
+    paths, _, _ = tree_util.paths_leaves_treedef(tree)
     out = []
     seen = set()
     for path in paths:

@@ -240,7 +240,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None, axis_name=None):
         except ValueError as e:
             raise TypeError(f"vmap: in_axes {in_axes!r} is not a prefix of the arguments' "
                             f"structure: {e}") from None
-        paths, leaves, treedef = tree_util.flatten_with_path(args)
+        paths, leaves, treedef = tree_util.paths_leaves_treedef(args)
         vals, dims = [], []
         sizes = []
         for path, leaf, ax in zip(paths, leaves, flat_axes):

@@ -275,7 +275,7 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         TypeError: the carry changes structure, shape or dtype (names the leaf).
     """
     c_leaves, c_tree = tree_util.flatten(init)
-    c_paths = tree_util.flatten_with_path(init)[0]
+    c_paths = tree_util.paths_leaves_treedef(init)[0]
     c_leaves = [operand(c, "scan") for c in c_leaves]
     x_leaves, x_tree = tree_util.flatten(xs)
     x_leaves = [operand(x, "scan") for x in x_leaves]

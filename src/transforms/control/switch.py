@@ -181,7 +181,7 @@ def _trace_branches(op, branches, names, leaves, in_tree):
 
         def flat(*xs, fn=fn, record=record):
             out = fn(*tree_util.unflatten(in_tree, list(xs)))
-            paths, o_leaves, ot = tree_util.flatten_with_path(out)
+            paths, o_leaves, ot = tree_util.paths_leaves_treedef(out)
             record.append((paths, ot))
             return [operand(o, op) for o in o_leaves]
 

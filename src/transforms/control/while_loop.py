@@ -292,7 +292,7 @@ def while_loop(cond_fun, body_fun, init_val, *, max_iterations=None):
                              f"{max_iterations!r}")
         max_iterations = int(max_iterations)
     leaves, tree = tree_util.flatten(init_val)
-    paths = tree_util.flatten_with_path(init_val)[0]
+    paths = tree_util.paths_leaves_treedef(init_val)[0]
     leaves = [operand(x, "while_loop") for x in leaves]
     leaves = _strong_if_body_strong(body_fun, leaves, tree)
     avals = [x.aval for x in leaves]
