@@ -40,6 +40,11 @@ __version__ = "0.1.0"
 
 from .arrays.ops.autodiff import stop_gradient  # noqa: E402,F401
 from .transforms.checkpoint import checkpoint, remat  # noqa: E402,F401
+from .core.avals import ShapeDtypeStruct  # noqa: E402,F401
+from .transforms import debug  # noqa: E402,F401
+from .transforms.debug import (  # noqa: E402,F401
+    block_until_ready, device_get, io_callback, pure_callback,
+)
 from .transforms.custom import custom_jvp, custom_vjp  # noqa: E402,F401
 from .transforms.grad import (  # noqa: E402,F401
     grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp,

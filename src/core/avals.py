@@ -118,3 +118,42 @@ class ShapedArray:
 
     def __repr__(self):
         return f"ShapedArray({self.str_short()})"
+
+
+class ShapeDtypeStruct:
+    """A shape and a dtype standing for an array not computed (JAX's ``ShapeDtypeStruct``):
+    what ``pure_callback`` / ``io_callback`` declare as results, what ``eval_shape`` and
+    ``compile(...).lower`` accept in place of arrays.
+
+    Args:
+        shape: tuple of ints.
+        dtype: anything ``numpy.dtype`` accepts (Starling's dtypes included).
+        sharding: optional sharding the array would have (kept, not checked here).
+    Raises:
+        TypeError: a shape that is not a tuple of non-negative ints, or an unknown dtype.
+    """
+
+    __slots__ = ("shape", "dtype", "sharding")
+
+    def __init__(self, shape, dtype, sharding=None):
+        shape = tuple(shape)
+        if not all(isinstance(d, (int, np.integer)) and d >= 0 for d in shape):
+            raise TypeError(f"ShapeDtypeStruct: shape must be a tuple of non-negative ints, got "
+                            f"{shape}")
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = np.dtype(dtype)
+        self.sharding = sharding
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+                and self.dtype == other.dtype and self.sharding == other.sharding)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+    def __repr__(self):
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name})"

@@ -110,6 +110,15 @@ def subprograms(params: dict):
         yield from progs
 
 
+def is_effectful(eqn) -> bool:
+    """True when running ``eqn`` does something besides computing its outputs (a collective, a
+    host callback), itself or in a body / branch it holds: passes must then never drop, merge,
+    fold or reorder it."""
+    if eqn.primitive.meta.get("effectful"):
+        return True
+    return any(is_effectful(e) for prog in subprograms(eqn.params) for e in prog.eqns)
+
+
 # ---- printer -----------------------------------------------------------------------------------
 
 class _Namer:

@@ -467,13 +467,15 @@ class _Schedule:
             into = self._reuse_outs(prog, eqn, names, const)
             outs = [fresh(v) for v in eqn.outvars]
             target = ", ".join(outs) + ("," if len(outs) == 1 and self._tuple_result(eqn) else "")
+            # an equation run for its effect alone (a host callback) binds no names
+            target = f"{target} = " if outs else ""
             fn = self._callable(eqn)
             fname_k = const(fn, "F")
             meta[fname_k] = _debug_meta(eqn)
             if into is not None:
-                lines.append(f"    {target} = {fname_k}.run((), ({into}), {ins})")
+                lines.append(f"    {target}{fname_k}.run((), ({into}), {ins})")
             else:
-                lines.append(f"    {target} = {fname_k}({ins})")
+                lines.append(f"    {target}{fname_k}({ins})")
             dead = [names[v] for v in eqn.invars if not isinstance(v, Literal)
                     and last_use.get(v) == i and v not in keep]
             dead += [names[v] for v in eqn.outvars if v not in last_use and v not in keep]

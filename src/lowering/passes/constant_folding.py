@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...arrays.array import wrap
-from ...core.ir import Literal, Program, Var
+from ...core.ir import Literal, Program, Var, is_effectful
 from ...core.symbolic import eqn_is_symbolic
 from ...core.trace import EVAL_TRACE, set_current_trace
 from .util import with_eqns
@@ -33,7 +33,7 @@ def constant_folding(prog: Program) -> Program:
     for eqn in prog.eqns:
         invars = [v if isinstance(v, Literal) else rename.get(v, v) for v in eqn.invars]
         vals = [value(v) for v in invars]
-        foldable = (all(x is not None for x in vals) and not eqn.primitive.meta.get("effectful")
+        foldable = (all(x is not None for x in vals) and not is_effectful(eqn)
                     and eqn.primitive.eager is None   # makes sharded values (shard_map...)
                     and not eqn.primitive.meta.get("applied")   # call records: no impl
                     and not eqn_is_symbolic(eqn)  # sizes unknown until bind_shapes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...core.ir import Equation, Literal, Program
+from ...core.ir import Equation, Literal, Program, is_effectful
 from .util import map_subprograms, with_eqns
 
 
@@ -33,7 +33,7 @@ def cse(prog: Program) -> Program:
         eqn = map_subprograms(eqn, cse)
         invars = [v if isinstance(v, Literal) else rename.get(v, v) for v in eqn.invars]
         pkey = _params_key(eqn.params)
-        if pkey is not None and not eqn.primitive.meta.get("effectful"):
+        if pkey is not None and not is_effectful(eqn):
             key = (eqn.primitive.name, tuple(_key_of_input(v, rename) for v in invars), pkey)
             prev = seen.get(key)
             if prev is not None:

@@ -1,11 +1,12 @@
 """Dead-code elimination: drops equations whose outputs nobody uses.
 
-Primitives flagged ``meta["effectful"]`` are kept regardless. Sub-Programs are cleaned too
-(their outputs are all live: the enclosing primitive's contract).
+Effectful equations (``core.ir.is_effectful``: a collective, a host callback, or a body holding
+one) are kept regardless. Sub-Programs are cleaned too (their outputs are all live: the
+enclosing primitive's contract).
 """
 from __future__ import annotations
 
-from ...core.ir import Literal, Program
+from ...core.ir import Literal, Program, is_effectful
 from .util import map_subprograms, with_eqns
 
 
@@ -14,7 +15,7 @@ def dce(prog: Program) -> Program:
     live = {v for v in prog.outvars if not isinstance(v, Literal)}
     kept = []
     for eqn in reversed(prog.eqns):
-        if eqn.primitive.meta.get("effectful") or any(v in live for v in eqn.outvars):
+        if is_effectful(eqn) or any(v in live for v in eqn.outvars):
             eqn = map_subprograms(eqn, dce)
             kept.append(eqn)
             live.update(v for v in eqn.invars if not isinstance(v, Literal))

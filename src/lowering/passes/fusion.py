@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import heapq
 
-from ...core.ir import Equation, Literal, Program, Var, inline_calls
+from ...core.ir import Equation, Literal, Program, Var, inline_calls, is_effectful
 from ..fused import fused_kernel_p
 from .dce import dce
 from .util import map_subprograms, with_eqns
@@ -288,7 +288,7 @@ class _Fuser:
             ins = self._group_inputs(g)
             if not g.fused:
                 eqn = g.eqns[0]
-                if eqn.primitive.meta.get("effectful") or any(v in needed for v in eqn.outvars):
+                if is_effectful(eqn) or any(v in needed for v in eqn.outvars):
                     needed.update(ins)
                     plans.append((g, eqn))
                 continue
