@@ -390,3 +390,82 @@ def test_make_ir_prints_nested_blocks():
                                         v, f32([1.0, -1.0])))(f32(0.0))
     text = str(prog)
     assert "scan[body=" in text and "switch[branches=(" in text
+
+
+# ---- vmap of cond / switch: an untaken branch's infinite derivative never leaks ----------------
+
+_UNTAKEN = [
+    ("log", lambda u: snp.log(u), lambda u: u * 2.0, [0.0, 1.5, -1.0], lambda x: 1 / x),
+    ("sqrt", lambda u: snp.sqrt(u), lambda u: u ** 3, [0.0, 4.0, -2.0], lambda x: 0.5 / np.sqrt(x)),
+    ("recip", lambda u: 1.0 / u, lambda u: u - 1.0, [0.0, 2.0, -3.0], lambda x: -1 / x ** 2),
+]
+
+
+@pytest.mark.parametrize("name, taken, other, xs, dtaken", _UNTAKEN, ids=[u[0] for u in _UNTAKEN])
+def test_vmap_cond_untaken_branch_derivatives_exact(name, taken, other, xs, dtaken):
+    xs = np.array(xs)
+
+    def f(x):
+        return st.cond(x > 0, taken, other, x)
+
+    def d_want(x):
+        return dtaken(x) if x > 0 else float(st.grad(other)(x))
+    want = np.array([d_want(x) for x in xs])
+    x = snp.asarray(xs)
+    got = {
+        "vmap(grad)": st.vmap(st.grad(f))(x),
+        "grad(vmap)": st.grad(lambda v: snp.sum(st.vmap(f)(v)))(x),
+        "jvp(vmap)": st.jvp(st.vmap(f), (x,), (snp.ones_like(x),))[1],
+        "vjp(vmap)": st.vjp(st.vmap(f), x)[1](snp.ones_like(x))[0],
+        "compiled grad(vmap)": st.compile(st.grad(lambda v: snp.sum(st.vmap(f)(v))))(x),
+    }
+    for k, v in got.items():
+        np.testing.assert_allclose(np.asarray(v), want, rtol=1e-12, err_msg=k)
+    # second order, both modes: the taken branch's second derivative
+    h_rev = st.grad(lambda v: snp.sum(st.grad(lambda w: snp.sum(st.vmap(f)(w)))(v)))(x)
+    h_fwd = st.jvp(lambda v: st.grad(lambda w: snp.sum(st.vmap(f)(w)))(v), (x,),
+                   (snp.ones_like(x),))[1]
+    h_want = np.array([float(st.grad(st.grad(taken if v > 0 else other))(v)) for v in xs])
+    np.testing.assert_allclose(np.asarray(h_rev), h_want, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(h_fwd), h_want, rtol=1e-12)
+
+
+def test_vmap_switch_three_branches_grad_no_nan():
+    branches = [lambda u: snp.log(u), lambda u: snp.sqrt(u), lambda u: u * 5.0]
+    idx = snp.asarray(np.array([2, 0, 1, 2]))
+    x = snp.asarray(np.array([0.0, 2.0, 4.0, -1.0]))
+    g = st.grad(lambda v: snp.sum(st.vmap(lambda i, u: st.switch(i, branches, u))(idx, v)))(x)
+    np.testing.assert_allclose(np.asarray(g), [5.0, 0.5, 0.25, 5.0], rtol=1e-12)
+
+
+# ---- loop carries follow JAX's weak-type rules -----------------------------------------------
+
+@pytest.mark.parametrize("init", [0, 0.0])
+def test_weak_initial_carry_takes_the_body_dtype(init):
+    one = snp.asarray(1.5, dtype=snp.float32)
+    loops = {
+        "fori": (lambda: st.fori_loop(0, 3, lambda i, c: c + one, init), 4.5),
+        "fori dynamic": (lambda: st.fori_loop(0, snp.asarray(3), lambda i, c: c + one, init),
+                         4.5),
+        "scan": (lambda: st.scan(lambda c, x: (c + x, None), init, snp.ones(3, snp.float32))[0],
+                 3.0),
+        "while": (lambda: st.while_loop(lambda c: c < 4, lambda c: c + one, init), 4.5),
+    }
+    for name, (run, want) in loops.items():
+        for fn in (run, st.compile(run)):
+            out = fn()
+            assert out.dtype == np.float32 and not out.weak_type, name
+            assert float(out) == want, name
+    # a weak float carry with a weak body stays weak (Python scalars throughout)
+    out = st.fori_loop(0, 2, lambda i, c: c * 0.5, 1)
+    assert out.weak_type and out.dtype == snp.float32 and float(out) == 0.25
+
+
+def test_strong_carry_changing_dtype_is_a_clear_error():
+    c = snp.asarray(0, dtype=snp.int32)
+    with pytest.raises(TypeError, match=r"while_loop: carry <root> changes from i32\[\] to f32"):
+        st.while_loop(lambda c: c < 3, lambda c: c + 1.5, c)
+    with pytest.raises(TypeError, match=r"fori_loop|scan: carry <root> changes from bool"):
+        st.fori_loop(0, 3, lambda i, c: c + 1.5, True)     # a Python bool is not weakly typed
+    with pytest.raises(TypeError, match=r"scan: carry \['a'\] changes from i32\[\] to f32"):
+        st.scan(lambda c, x: ({"a": c["a"] * x}, None), {"a": c}, snp.ones(2, snp.float32))

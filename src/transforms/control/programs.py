@@ -146,6 +146,20 @@ def permute(prog: Program, in_order=None, out_order=None):
     return Program(prog.constvars, prog.consts, invars, prog.eqns, outvars)
 
 
+def adopt_body_types(leaves, out_avals):
+    """The initial carry with each weakly typed leaf (from a Python scalar) given the dtype and
+    weak type the body produces for it (JAX's rule: ``fori_loop(0, n, f, 0)`` with a float32
+    body carries float32). Strongly typed leaves are kept: a change of theirs is an error
+    (``check_same_avals``)."""
+    from ...arrays.ops.convert_element_type import convert_element_type
+    out = []
+    for x, a in zip(leaves, out_avals):
+        if x.aval.weak_type and x.shape == a.shape and (x.dtype, True) != (a.dtype, a.weak_type):
+            x = convert_element_type(x, a.dtype, a.weak_type)
+        out.append(x)
+    return out
+
+
 def check_same_avals(op, what, paths, before, after):
     """Raises TypeError naming the first leaf whose shape or dtype changed."""
     for path, a, b in zip(paths, before, after):

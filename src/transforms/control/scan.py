@@ -15,7 +15,6 @@ import numpy as np
 from ... import tree as tree_util
 from ...arrays.array import wrap
 from ...arrays.convert import operand
-from ...arrays.ops.convert_element_type import convert_element_type
 from ...arrays.ops import rules as R
 from ...core import dtypes
 from ...core.ad_util import Zero, is_undefined, tangent_aval
@@ -188,7 +187,6 @@ def _transpose(cts, *args, body, length, reverse, num_consts, num_carry, unroll)
     lc = [i for i, lin in enumerate(lin_c) if lin]
     kx = [i for i, lin in enumerate(lin_x) if not lin]
     lx = [i for i, lin in enumerate(lin_x) if lin]
-    n_in = len(body.invars)
     order = kc + [nc + nk + i for i in kx] + lc + list(range(nc, nc + nk)) + \
         [nc + nk + i for i in lx]
     view = P.permute(body, order)
@@ -308,7 +306,7 @@ def _slice_aval(x):
     return ShapedArray(a.shape[1:], a.dtype, a.weak_type)
 
 
-def _trace_body(f, c_leaves, c_tree, c_paths, x_leaves, x_tree):
+def _trace_body(f, c_leaves, c_tree, c_paths, x_leaves, x_tree, check=True):
     nk = len(c_leaves)
     record = []
 
@@ -329,22 +327,18 @@ def _trace_body(f, c_leaves, c_tree, c_paths, x_leaves, x_tree):
         return [operand(v, "scan") for v in k_leaves] + [operand(v, "scan") for v in y_leaves]
 
     prog = trace_to_program(flat, [c.aval for c in c_leaves] + [_slice_aval(x) for x in x_leaves])
-    P.check_same_avals("scan", "carry", c_paths, [c.aval for c in c_leaves],
-                       prog.out_avals[:nk])
+    if check:
+        P.check_same_avals("scan", "carry", c_paths, [c.aval for c in c_leaves],
+                           prog.out_avals[:nk])
     closed, consts = P.hoist_consts(prog)
     return closed, consts, record[0]
 
 
 def _stage_and_fix_weak(f, c_leaves, c_tree, c_paths, x_leaves, x_tree):
-    """A weak-typed initial carry (from Python scalars) that the body makes strong is made
-    strong up front, so the carry type is stable across iterations."""
-    body, _, _ = _trace_body(f, c_leaves, c_tree, c_paths, x_leaves, x_tree)
-    out = []
-    for c, v in zip(c_leaves, body.outvars[:len(c_leaves)]):
-        if c.aval.weak_type and not v.aval.weak_type:
-            c = convert_element_type(c, c.dtype, False)
-        out.append(c)
-    return out
+    """A weakly typed initial carry (from Python scalars) takes the type the body produces, so
+    the carry type is stable across iterations (``programs.adopt_body_types``)."""
+    body, _, _ = _trace_body(f, c_leaves, c_tree, c_paths, x_leaves, x_tree, check=False)
+    return P.adopt_body_types(c_leaves, body.out_avals[:len(c_leaves)])
 
 
 def map(f, xs):  # noqa: A001  (JAX's name)

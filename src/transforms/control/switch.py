@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ... import tree as tree_util
-from ...arrays.array import Array, wrap
+from ...arrays.array import wrap
 from ...arrays.convert import operand
 from ...arrays.ops import rules as R
 from ...core import dtypes
-from ...core.ad_util import Zero, is_undefined, tangent_aval
+from ...core.ad_util import Zero, is_undefined
 from ...core.avals import ShapedArray
 from ...core.ir import Program, Var
 from ...core.primitive import Primitive
@@ -132,7 +132,9 @@ def _batch(args, dims, *, branches):
         return outs, [0] * len(outs)
     snp = R.snp()
     idx = snp.clip(R.move_axis(index, idim, 0), 0, len(branches) - 1)
-    per_branch = [P.call(P.batch_program(b, odims, size), ops) for b in branches]
+    per_branch = [P.call(P.batch_program(b, odims, size),
+                         [_derivative_where(idx == bi, o, d) for o, d in zip(ops, odims)])
+                  for bi, b in enumerate(branches)]
     outs = []
     for k in range(len(branches[0].outvars)):
         out = per_branch[0][k]
@@ -142,6 +144,21 @@ def _batch(args, dims, *, branches):
             out = snp.where(mask, cand, out)
         outs.append(out)
     return outs, [0] * len(outs)
+
+
+def _derivative_where(selected, x, d):
+    """``x`` (batched at ``d``) whose derivative reaches a branch only for the batch members
+    that take it: every branch runs on every member, and an untaken branch's derivative may be
+    infinite there (log, sqrt, 1/x at 0); its zero cotangent times that infinity would be NaN in
+    reverse mode (forward mode selects it away). ``where(selected, x, stop_gradient(x))`` has
+    the value ``x`` and the derivative ``where(selected, ., 0)`` at every order, in both modes.
+    Operands shared by all members (unbatched) are not masked: their derivative sums over the
+    members, so masking would need a per-member copy."""
+    if d is None or not dtypes.is_inexact(x.dtype):
+        return x
+    from ...arrays.ops.autodiff import stop_gradient
+    mask = R.snp().reshape(selected, tuple(-1 if a == d else 1 for a in range(x.ndim)))
+    return R.snp().where(mask, x, stop_gradient(x))
 
 
 switch_p.impl = _impl

@@ -294,7 +294,7 @@ def while_loop(cond_fun, body_fun, init_val, *, max_iterations=None):
     leaves, tree = tree_util.flatten(init_val)
     paths = tree_util.paths_leaves_treedef(init_val)[0]
     leaves = [operand(x, "while_loop") for x in leaves]
-    leaves = _strong_if_body_strong(body_fun, leaves, tree)
+    leaves = _adopt_body_types(body_fun, leaves, tree)
     avals = [x.aval for x in leaves]
 
     def flat_cond(*xs):
@@ -320,18 +320,14 @@ def while_loop(cond_fun, body_fun, init_val, *, max_iterations=None):
     return tree_util.unflatten(tree, outs)
 
 
-def _strong_if_body_strong(body_fun, leaves, tree):
-    from ...arrays.ops.convert_element_type import convert_element_type
+def _adopt_body_types(body_fun, leaves, tree):
     prog = trace_to_program(
         lambda *xs: [operand(o, "while_loop") for o in
                      tree_util.leaves(body_fun(tree_util.unflatten(tree, list(xs))))],
         [x.aval for x in leaves])
-    out = []
-    for x, v in zip(leaves, prog.outvars):
-        if x.aval.weak_type and not v.aval.weak_type and x.dtype == v.aval.dtype:
-            x = convert_element_type(x, x.dtype, False)
-        out.append(x)
-    return out
+    if len(prog.outvars) != len(leaves):
+        return leaves     # a structure change: flat_body below names it
+    return P.adopt_body_types(leaves, prog.out_avals)
 
 
 def fori_loop(lower, upper, body_fun, init_val):
