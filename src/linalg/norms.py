@@ -10,7 +10,8 @@ from ..arrays.array import Array
 from ..arrays.ops import shape_lax
 from ..arrays.ops.axes import normalize_axes
 from ..arrays.ops.linear import _bind, snp
-from ._common import LinAlgError, _shape_str, as_inexact, check_matrix
+from ..arrays.ops.autodiff import stop_gradient
+from ._common import LinAlgError, _shape_str, as_inexact, check_matrix, degenerate_tol
 from .linear_solve import inv
 from .singular_values import svdvals
 
@@ -130,8 +131,10 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):  # noqa: A002
         rest of the stack unaffected; the other orders propagate NaN / inf as NumPy.
     Derivatives: a subgradient at zeros and ties: 0 at the zero matrix for "fro" and at zero
     entries for 1 / inf; tied column / row sums and tied extreme singular values share the
-    derivative equally (so it does not depend on the basis the SVD picks); "nuc" at a singular
-    matrix uses the SVD's basis of the null space (``U V^H`` over all singular vectors).
+    derivative equally (so it does not depend on the basis the SVD picks); singular values that
+    are zero (to rounding) add their minimum-norm subgradient, 0: "nuc" at a singular matrix is
+    ``U_r V_r^H`` over the nonzero singular values only, and "nuc" / ``2`` / ``-2`` at the zero
+    matrix have derivative 0, in both modes and at every order.
     Raises:
         ValueError: ``x.ndim < 2``, an invalid ``ord``, or ``-2`` / ``-1`` / ``-inf`` (a
             minimum) over nothing (an ``m`` or ``n`` of 0).
@@ -189,6 +192,9 @@ def _singular_value_norm(x, axes, ord):  # noqa: A002
         return snp.zeros(x.shape[:-2], dtypes.real_dtype(x.dtype))
     finite = snp.all(snp.isfinite(x), axis=(-2, -1))
     s = svdvals(snp.where(finite[..., None, None], x, 0))
+    # a singular value that is zero (to rounding) is a kink (|.|-like): its minimum-norm
+    # subgradient, 0, so a singular matrix's null space and the zero matrix add no derivative
+    s = snp.where(s <= degenerate_tol(s)[..., 0], stop_gradient(s), s)
     # max / min rather than s[0] / s[-1]: tied singular values share the derivative, which
     # then does not depend on the basis LAPACK picked for their subspace
     out = (snp.sum if ord == "nuc" else snp.max if ord == 2 else snp.min)(s, axis=-1)

@@ -213,8 +213,10 @@ _jvp(logaddexp2, _lae2, _swap(_lae2))
 
 
 def _hypot_d(g, ans, x, y):
-    # x / hypot(x, y), with hypot(0, 0) made 1 in the divisor: the derivative at (0, 0) is 0.
-    return multiply(g, divide(x, _where(equal(ans, 0), 1, ans)))
+    # x / hypot(x, y), and 0 at (0, 0) (the minimum-norm subgradient) selected by where, not
+    # produced by a safe divisor: x / 1 would give the origin a second derivative of 1
+    origin = equal(ans, 0)
+    return multiply(g, _where(origin, 0, divide(x, _where(origin, 1, ans))))
 
 
 _jvp(hypot, _hypot_d, _swap(_hypot_d))
