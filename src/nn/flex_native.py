@@ -96,14 +96,19 @@ extern "C" void st_flex_fwd(void* const* ptrs, const int64_t* sz, double scale_d
         st_gemm(d1, qp, kbase + kv0 * E, st, KB, 0, rows, 0);
         for (int64_t r = 0; r < rows; ++r) {
           T* sr = st + r * KB;
-          const int32_t qi = (int32_t)(q0 + r);
-          T rmax = ninf;
-          for (int64_t c = 0; c < cols; ++c) {
-            T s = st_flex_score(sr[c] * scale, (int32_t)b, (int32_t)h, qi, (int32_t)(kv0 + c));
-            if (tile && !tile[r * KB + c]) s = ninf;
-            sr[c] = s;
-            rmax = s > rmax ? s : rmax;
+          const int32_t qi = (int32_t)(q0 + r), bb = (int32_t)b, hh = (int32_t)h;
+          const int32_t k0 = (int32_t)kv0;
+#pragma omp simd
+          for (int64_t c = 0; c < cols; ++c)
+            sr[c] = st_flex_score(sr[c] * scale, bb, hh, qi, k0 + (int32_t)c);
+          if (tile) {
+            const uint8_t* tr = tile + r * KB;
+#pragma omp simd
+            for (int64_t c = 0; c < cols; ++c) sr[c] = tr[c] ? sr[c] : ninf;
           }
+          T rmax = ninf;
+#pragma omp simd reduction(max : rmax)
+          for (int64_t c = 0; c < cols; ++c) rmax = sr[c] > rmax ? sr[c] : rmax;
           const T mnew = rmax > m[r] ? rmax : m[r];
           if (mnew == ninf) {
             for (int64_t c = 0; c < cols; ++c) sr[c] = 0;
