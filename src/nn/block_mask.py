@@ -31,7 +31,8 @@ _CHUNK_ELEMENTS = 1 << 23
 
 def noop_mask(b, h, q_idx, kv_idx):
     """The mask_mod that masks nothing (every pair attends)."""
-    return snp.ones(snp.broadcast_shapes(snp.shape(q_idx), snp.shape(kv_idx)), dtype=snp.bool_)
+    shape = snp.broadcast_shapes(snp.asarray(q_idx).shape, snp.asarray(kv_idx).shape)
+    return snp.ones(shape, dtype=snp.bool_)
 
 
 def and_masks(*mask_mods):

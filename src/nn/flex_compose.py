@@ -87,8 +87,10 @@ def _blocked(q, k, v, num, idx, fnum, fidx, pm, scale, score_mod, block):
     vp = snp.reshape(_pad_axis(v, 2, nkb * kb), v.shape[:2] + (nkb, kb, Ev))
     bi = _index(B, 0, 4) if k.shape[0] == B else snp.zeros((1, 1, 1, 1), dtype=snp.int32)
     hi = _index(H, 1, 4) // (H // k.shape[1])
-    kg = snp.reshape(kp[bi, hi, ids], (B, H, nqb, ns * kb, E))
-    vg = snp.reshape(vp[bi, hi, ids], (B, H, nqb, ns * kb, Ev))
+    kg = kp[bi, hi, ids]
+    kg = snp.reshape(kg, kg.shape[:3] + (ns * kb, E))
+    vg = vp[bi, hi, ids]
+    vg = snp.reshape(vg, vg.shape[:3] + (ns * kb, Ev))
     s = snp.matmul(qp, snp.matrix_transpose(kg)) * scale          # (B, H, NQB, QB, ns * KB)
     kv = snp.reshape(ids[..., None] * kb + snp.arange(kb, dtype=snp.int32),
                      (Bm, Hm, nqb, 1, ns * kb))
