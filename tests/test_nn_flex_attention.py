@@ -277,3 +277,15 @@ def test_errors():
         create_block_mask(causal, None, None, 8, 8, BLOCK_SIZE=0)
     with pytest.raises(ValueError, match="Q_LEN"):
         create_block_mask(causal, None, None, 0, 8)
+
+
+def test_inconsistent_block_mask_and_determinism():
+    bm = create_block_mask(causal, None, None, 16, 16, BLOCK_SIZE=8)
+    bad = BlockMask(bm.kv_num_blocks, bm.kv_indices, bm.full_kv_num_blocks,
+                    bm.full_kv_indices, bm.partial_mask[..., :4, :], (16, 16), (8, 8), causal)
+    q = rnd(1, 1, 16, 4)
+    with pytest.raises(ValueError, match="partial_mask has shape"):
+        flex_attention(q, q, q, block_mask=bad)
+    g = st.compile(st.grad(lambda x: snp.sum(flex_attention(x, x, x, block_mask=bm) ** 2)))
+    a, b = np.asarray(g(q)), np.asarray(g(q))
+    assert np.array_equal(a, b)

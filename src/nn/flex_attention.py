@@ -76,12 +76,31 @@ def _check(q, k, v, block_mask, enable_gqa):
     if not isinstance(block_mask, BM.BlockMask):
         raise TypeError(f"{op}: block_mask must be a BlockMask, got {type(block_mask).__name__}")
     Bm, Hm, Lm, Sm = block_mask.shape
+    _check_layout(block_mask)
     if (Lm, Sm) != (L, S):
         raise ValueError(f"{op}: block_mask was made for Q_LEN={Lm}, KV_LEN={Sm} but query "
                          f"{q.shape} and key {k.shape} have L={L}, S={S}")
     if Bm not in (1, B) or Hm not in (1, Hq):
         raise ValueError(f"{op}: block_mask batch / heads ({Bm}, {Hm}) must be 1 or the "
                          f"query's ({B}, {Hq}); query {q.shape}")
+
+
+def _check_layout(m):
+    """The BlockMask's arrays agree with each other (the native kernel relies on it)."""
+    (qb, kb), (nqb, _) = m.BLOCK_SIZE, m.num_blocks()
+    Bm, Hm = m.kv_num_blocks.shape[:2]
+    want = {"kv_num_blocks": (Bm, Hm, nqb), "kv_indices": (Bm, Hm, nqb, m.kv_indices.shape[-1])}
+    if m.full_kv_num_blocks is not None:
+        want["full_kv_num_blocks"] = (Bm, Hm, nqb)
+        want["full_kv_indices"] = (Bm, Hm, nqb, m.full_kv_indices.shape[-1])
+    if m.partial_mask is not None:
+        want["partial_mask"] = (Bm, Hm, nqb, m.kv_indices.shape[-1], qb, kb)
+    for name, shape in want.items():
+        got = tuple(getattr(m, name).shape)
+        if got != shape:
+            raise ValueError(f"flex_attention: block_mask.{name} has shape {got}, expected "
+                             f"{shape} for seq_lengths {m.seq_lengths} and BLOCK_SIZE "
+                             f"{m.BLOCK_SIZE}")
 
 
 def _mask_arrays(block_mask):
