@@ -289,3 +289,16 @@ def test_inconsistent_block_mask_and_determinism():
     g = st.compile(st.grad(lambda x: snp.sum(flex_attention(x, x, x, block_mask=bm) ** 2)))
     a, b = np.asarray(g(q)), np.asarray(g(q))
     assert np.array_equal(a, b)
+
+
+def test_score_mod_scalar_captured_anew_each_call():
+    q = rnd(1, 1, 6, 4)
+    temp = [1.0]
+
+    def mod(s, b, h, i, j):
+        return s * temp[0]
+    a = np.asarray(flex_attention(q, q, q, mod, kernel_options=NATIVE))
+    temp[0] = 3.0
+    b = np.asarray(flex_attention(q, q, q, mod, kernel_options=NATIVE))
+    close(b, reference(q, q, q, None, lambda s, *_: s * 3.0)[0])
+    assert not np.allclose(a, b)

@@ -242,31 +242,27 @@ def _render_body(score_mod, dtype):
     return "\n".join(lines)
 
 
-_KERNELS = {}
+_NO_MOD = {}
 
 
 def kernel_for(dtype, score_mod):
     """``(Kernel, None)`` when the native kernel can run ``score_mod`` for ``dtype``, else
-    ``(None, reason)``."""
+    ``(None, reason)``. ``score_mod`` is traced again on every call (about 1 ms): the scalars
+    it captures may have changed; the compiled kernel is cached by its source."""
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         return None, f"dtype {dtype} (the kernel takes float32 / float64)"
     from ..lowering import cache
     if cache.find_compiler() is None:
         return None, "no C++ compiler"
-    key = (dtype, score_mod)
-    try:
-        hit = _KERNELS.get(key)
-    except TypeError:   # an unhashable callable
-        hit, key = None, None
-    if hit is not None:
-        return hit
+    if score_mod is None and dtype in _NO_MOD:
+        return _NO_MOD[dtype]
     try:
         result = Kernel(dtype, _render_body(score_mod, dtype)), None
     except ValueError as e:
         result = None, str(e)
-    if key is not None:
-        _KERNELS[key] = result
+    if score_mod is None:
+        _NO_MOD[dtype] = result
     return result
 
 
