@@ -18,6 +18,7 @@ from . import functional, init, initializers  # noqa: F401
 from .jax_functions import *  # noqa: F401,F403
 from .jax_functions import __all__ as _jax_names
 from .attention import MultiheadAttention  # noqa: F401
+from .flex_attention import FlexAttention  # noqa: F401
 from .containers import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .conv import AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d  # noqa: F401
 from .layers import (  # noqa: F401
@@ -40,7 +41,7 @@ __all__ = [
     "Identity", "Linear", "Bilinear", "Embedding", "Flatten", "Unflatten", "Dropout",
     "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
     "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
-    "Sequential", "ModuleList", "ModuleDict", "MultiheadAttention",
+    "Sequential", "ModuleList", "ModuleDict", "MultiheadAttention", "FlexAttention",
     "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Softplus",
     "Sigmoid", "LogSigmoid", "Tanh", "Softmax", "LogSoftmax", "Softmin", "GLU", "Hardtanh",
     "Hardsigmoid", "Hardswish", "Softsign",

@@ -523,3 +523,13 @@ def _starling_inputs(fn):
 for _name in __all__:
     globals()[_name] = _starling_inputs(globals()[_name])
 del _name
+
+# Flex attention (its own files; added after the NumPy-input wrapping above, which it does
+# itself: BlockMask is a class, not a function to wrap).
+from .block_mask import (  # noqa: E402
+    BlockMask, and_masks, create_block_mask, create_mask, noop_mask, or_masks,
+)
+from .flex_attention import AuxOutput, AuxRequest, flex_attention  # noqa: E402
+
+__all__ += ["flex_attention", "create_block_mask", "create_mask", "BlockMask", "AuxRequest",
+            "AuxOutput", "and_masks", "or_masks", "noop_mask"]
