@@ -1,12 +1,37 @@
-"""``starling.lax``: JAX's ``lax`` names over Starling's primitives.
+"""``starling.lax``: JAX's ``lax`` names and semantics over Starling's primitives.
 
-The collectives (psum, pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute,
-axis_index, axis_size, pvary) work inside shard_map and vmap(axis_name=); the structural ops are
-the primitives' own wrappers.
+Unlike ``starling.numpy``, ``lax`` functions do not promote dtypes (operands must agree; a
+Python scalar takes the array operands' dtype) and take JAX's argument names. Every function
+supports ``grad`` / ``jvp`` / ``vmap`` / ``compile`` where the maths allows (integer-valued
+results have zero tangents). The implementations live in src/arrays/lax/, one concept per file:
+
+* elementwise.py: ``add sub mul div rem max min neg abs sign exp exp2 log log1p expm1 sqrt
+  rsqrt cbrt square pow integer_pow nextafter sin cos tan tanh atan2 floor ceil round
+  is_finite eq ne lt le gt ge bitwise_and bitwise_or bitwise_xor bitwise_not shift_left
+  shift_right_arithmetic shift_right_logical clamp select_n real imag conj
+  convert_element_type`` (``div`` / ``rem`` of integers truncate toward zero, as in C).
+* bits.py: ``population_count``, ``bitcast_convert_type``, ``reduce_precision``.
+* structural.py: ``pad`` (negative and interior padding), ``broadcast_in_dim``, ``broadcast``,
+  ``squeeze``, ``expand_dims``, ``rev``, ``reshape``, ``transpose``, ``concatenate``, ``iota``,
+  ``broadcasted_iota``.
+* slicing.py: ``slice``, ``slice_in_dim``, ``index_in_dim``, ``dynamic_slice``,
+  ``dynamic_slice_in_dim``, ``dynamic_index_in_dim``, ``dynamic_update_slice``,
+  ``dynamic_update_slice_in_dim``, ``dynamic_update_index_in_dim`` (run-time starts clamp so
+  the slice is in bounds).
+
+Also here: ``dot_general``, ``stop_gradient``, the control flow (``cond``, ``switch``,
+``while_loop``, ``fori_loop``, ``scan``, ``map``: Starling's own), and the collectives (psum,
+pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, axis_size, pvary)
+which work inside shard_map and vmap(axis_name=), and ``with_sharding_constraint``.
 """
-from .arrays.ops.shape_lax import (broadcast_in_dim, concatenate, expand_dims, iota, pad,  # noqa: F401
-                                   reshape, rev, slice_in_dim, squeeze, transpose)
-from .arrays.ops.shape_lax import static_slice as slice  # noqa: F401,A004
+from .arrays.lax.bits import *  # noqa: F401,F403
+from .arrays.lax.bits import __all__ as _bits
+from .arrays.lax.elementwise import *  # noqa: F401,F403
+from .arrays.lax.elementwise import __all__ as _elementwise
+from .arrays.lax.slicing import *  # noqa: F401,F403
+from .arrays.lax.slicing import __all__ as _slicing
+from .arrays.lax.structural import *  # noqa: F401,F403
+from .arrays.lax.structural import __all__ as _structural
 from .arrays.ops.linear import dot_general  # noqa: F401
 from .arrays.ops.autodiff import stop_gradient  # noqa: F401
 from .collectives.ops import *  # noqa: F401,F403
@@ -14,7 +39,6 @@ from .collectives.ops import __all__ as _coll
 from .collectives.constraint import with_sharding_constraint  # noqa: F401
 from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  # noqa: F401,A004
 
-__all__ = ["broadcast_in_dim", "concatenate", "expand_dims", "iota", "pad", "reshape", "rev",
-           "slice", "slice_in_dim", "squeeze", "transpose", "dot_general", "stop_gradient",
-           "with_sharding_constraint", "cond", "fori_loop", "map", "scan", "switch",
-           "while_loop"] + list(_coll)
+__all__ = (list(_elementwise) + list(_bits) + list(_structural) + list(_slicing)
+           + ["dot_general", "stop_gradient", "with_sharding_constraint", "cond", "fori_loop",
+              "map", "scan", "switch", "while_loop"] + list(_coll))
