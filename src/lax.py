@@ -18,6 +18,9 @@ results have zero tangents). The implementations live in src/arrays/lax/, one co
   ``dynamic_slice_in_dim``, ``dynamic_index_in_dim``, ``dynamic_update_slice``,
   ``dynamic_update_slice_in_dim``, ``dynamic_update_index_in_dim`` (run-time starts clamp so
   the slice is in bounds).
+* gather.py: ``gather``, ``scatter``, ``scatter_add``, ``scatter_sub``, ``scatter_mul``,
+  ``scatter_min``, ``scatter_max`` with ``GatherDimensionNumbers`` /
+  ``ScatterDimensionNumbers`` (batching dims included) and ``GatherScatterMode``.
 
 Also here: ``dot_general``, ``stop_gradient``, the control flow (``cond``, ``switch``,
 ``while_loop``, ``fori_loop``, ``scan``, ``map``: Starling's own), and the collectives (psum,
@@ -28,6 +31,8 @@ from .arrays.lax.bits import *  # noqa: F401,F403
 from .arrays.lax.bits import __all__ as _bits
 from .arrays.lax.elementwise import *  # noqa: F401,F403
 from .arrays.lax.elementwise import __all__ as _elementwise
+from .arrays.lax.gather import *  # noqa: F401,F403
+from .arrays.lax.gather import __all__ as _gather
 from .arrays.lax.slicing import *  # noqa: F401,F403
 from .arrays.lax.slicing import __all__ as _slicing
 from .arrays.lax.structural import *  # noqa: F401,F403
@@ -40,5 +45,6 @@ from .collectives.constraint import with_sharding_constraint  # noqa: F401
 from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  # noqa: F401,A004
 
 __all__ = (list(_elementwise) + list(_bits) + list(_structural) + list(_slicing)
+           + list(_gather)
            + ["dot_general", "stop_gradient", "with_sharding_constraint", "cond", "fori_loop",
               "map", "scan", "switch", "while_loop"] + list(_coll))
