@@ -21,6 +21,9 @@ results have zero tangents). The implementations live in src/arrays/lax/, one co
 * gather.py: ``gather``, ``scatter``, ``scatter_add``, ``scatter_sub``, ``scatter_mul``,
   ``scatter_min``, ``scatter_max`` with ``GatherDimensionNumbers`` /
   ``ScatterDimensionNumbers`` (batching dims included) and ``GatherScatterMode``.
+* scans.py: ``associative_scan`` (Blelloch's work-efficient parallel prefix, pytrees),
+  ``cumsum``, ``cumprod``, ``cummax``, ``cummin``, ``cumlogsumexp``.
+* sorting.py: ``sort`` (several operands, ``num_keys``), ``sort_key_val``, ``top_k``.
 
 Also here: ``dot_general``, ``stop_gradient``, the control flow (``cond``, ``switch``,
 ``while_loop``, ``fori_loop``, ``scan``, ``map``: Starling's own), and the collectives (psum,
@@ -33,8 +36,12 @@ from .arrays.lax.elementwise import *  # noqa: F401,F403
 from .arrays.lax.elementwise import __all__ as _elementwise
 from .arrays.lax.gather import *  # noqa: F401,F403
 from .arrays.lax.gather import __all__ as _gather
+from .arrays.lax.scans import *  # noqa: F401,F403
+from .arrays.lax.scans import __all__ as _scans
 from .arrays.lax.slicing import *  # noqa: F401,F403
 from .arrays.lax.slicing import __all__ as _slicing
+from .arrays.lax.sorting import *  # noqa: F401,F403
+from .arrays.lax.sorting import __all__ as _sorting
 from .arrays.lax.structural import *  # noqa: F401,F403
 from .arrays.lax.structural import __all__ as _structural
 from .arrays.ops.linear import dot_general  # noqa: F401
@@ -45,6 +52,6 @@ from .collectives.constraint import with_sharding_constraint  # noqa: F401
 from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  # noqa: F401,A004
 
 __all__ = (list(_elementwise) + list(_bits) + list(_structural) + list(_slicing)
-           + list(_gather)
+           + list(_gather) + list(_scans) + list(_sorting)
            + ["dot_general", "stop_gradient", "with_sharding_constraint", "cond", "fori_loop",
               "map", "scan", "switch", "while_loop"] + list(_coll))
