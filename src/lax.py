@@ -24,6 +24,11 @@ results have zero tangents). The implementations live in src/arrays/lax/, one co
 * scans.py: ``associative_scan`` (Blelloch's work-efficient parallel prefix, pytrees),
   ``cumsum``, ``cumprod``, ``cummax``, ``cummin``, ``cumlogsumexp``.
 * sorting.py: ``sort`` (several operands, ``num_keys``), ``sort_key_val``, ``top_k``.
+* windows.py: ``reduce_window`` (padding, strides, base / window dilation; add / mul / max /
+  min recognised, any associative callable and pytrees of operands), ``padtype_to_pads``.
+* conv.py: ``conv_general_dilated`` (lhs / rhs dilation, feature and batch groups, dimension
+  numbers), ``conv``, ``conv_with_general_padding``, ``conv_transpose``,
+  ``conv_dimension_numbers``, ``ConvDimensionNumbers``.
 
 Also here: ``dot_general``, ``stop_gradient``, the control flow (``cond``, ``switch``,
 ``while_loop``, ``fori_loop``, ``scan``, ``map``: Starling's own), and the collectives (psum,
@@ -32,6 +37,8 @@ which work inside shard_map and vmap(axis_name=), and ``with_sharding_constraint
 """
 from .arrays.lax.bits import *  # noqa: F401,F403
 from .arrays.lax.bits import __all__ as _bits
+from .arrays.lax.conv import *  # noqa: F401,F403
+from .arrays.lax.conv import __all__ as _conv
 from .arrays.lax.elementwise import *  # noqa: F401,F403
 from .arrays.lax.elementwise import __all__ as _elementwise
 from .arrays.lax.gather import *  # noqa: F401,F403
@@ -44,6 +51,8 @@ from .arrays.lax.sorting import *  # noqa: F401,F403
 from .arrays.lax.sorting import __all__ as _sorting
 from .arrays.lax.structural import *  # noqa: F401,F403
 from .arrays.lax.structural import __all__ as _structural
+from .arrays.lax.windows import *  # noqa: F401,F403
+from .arrays.lax.windows import __all__ as _windows
 from .arrays.ops.linear import dot_general  # noqa: F401
 from .arrays.ops.autodiff import stop_gradient  # noqa: F401
 from .collectives.ops import *  # noqa: F401,F403
@@ -53,5 +62,6 @@ from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  
 
 __all__ = (list(_elementwise) + list(_bits) + list(_structural) + list(_slicing)
            + list(_gather) + list(_scans) + list(_sorting)
+           + list(_windows) + list(_conv)
            + ["dot_general", "stop_gradient", "with_sharding_constraint", "cond", "fori_loop",
               "map", "scan", "switch", "while_loop"] + list(_coll))
