@@ -30,11 +30,14 @@ results have zero tangents). The implementations live in src/arrays/lax/, one co
   numbers), ``conv``, ``conv_with_general_padding``, ``conv_transpose``,
   ``conv_dimension_numbers``, ``ConvDimensionNumbers``.
 
+* barrier.py: ``optimization_barrier`` (an identity primitive no compiler pass sees through).
+
 Also here: ``dot_general``, ``stop_gradient``, the control flow (``cond``, ``switch``,
 ``while_loop``, ``fori_loop``, ``scan``, ``map``: Starling's own), and the collectives (psum,
 pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, axis_size, pvary)
 which work inside shard_map and vmap(axis_name=), and ``with_sharding_constraint``.
 """
+from .arrays.lax.barrier import optimization_barrier  # noqa: F401
 from .arrays.lax.bits import *  # noqa: F401,F403
 from .arrays.lax.bits import __all__ as _bits
 from .arrays.lax.conv import *  # noqa: F401,F403
@@ -63,5 +66,5 @@ from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  
 __all__ = (list(_elementwise) + list(_bits) + list(_structural) + list(_slicing)
            + list(_gather) + list(_scans) + list(_sorting)
            + list(_windows) + list(_conv)
-           + ["dot_general", "stop_gradient", "with_sharding_constraint", "cond", "fori_loop",
+           + ["optimization_barrier", "dot_general", "stop_gradient", "with_sharding_constraint", "cond", "fori_loop",
               "map", "scan", "switch", "while_loop"] + list(_coll))
