@@ -140,6 +140,7 @@ def bitcast_convert_type(operand, new_dtype):
                             f"to {new_dtype}); use an integer, floating or complex dtype")
     if new_dtype == x.dtype:
         return x
+    _bitcast_shape("lax.bitcast_convert_type", tuple(x.shape), x.dtype, new_dtype)
     return bitcast_convert_type_p.bind(x, new_dtype=new_dtype)
 
 
