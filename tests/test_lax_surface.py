@@ -142,8 +142,8 @@ def test_bitcast_errors_and_zero_tangent():
         lax.bitcast_convert_type(A(np.zeros((2, 3), np.uint8)), np.float32)
     with pytest.raises(TypeError, match="bool"):
         lax.bitcast_convert_type(A(np.zeros(2, bool)), np.uint8)
-    _, t = starling.jvp(lambda v: lax.bitcast_convert_type(v, np.int32), (A(np.ones(2, np.float32)),),
-                        (A(np.ones(2, np.float32)),))
+    one = A(np.ones(2, np.float32))
+    _, t = starling.jvp(lambda v: lax.bitcast_convert_type(v, np.int32), (one,), (one,))
     assert not np.any(np.asarray(t).astype(bool))
 
 
@@ -198,7 +198,8 @@ def test_shape_wrappers(rng):
     assert_same(lax.rev(A(x), (1,)), A(x[:, ::-1]))
     assert_same(lax.broadcast(A(x), (2,)), A(np.broadcast_to(x, (2, 1, 3, 1))))
     assert_same(lax.reshape(A(x), (3, 1, 1), (2, 1, 0)), A(x.transpose(2, 1, 0).reshape(3, 1, 1)))
-    assert_same(lax.broadcasted_iota(np.int32, (2, 3), 1), A(np.tile(np.arange(3, dtype=np.int32), (2, 1))))
+    assert_same(lax.broadcasted_iota(np.int32, (2, 3), 1),
+                A(np.tile(np.arange(3, dtype=np.int32), (2, 1))))
     with pytest.raises(ValueError, match="has size 3, not 1"):
         lax.squeeze(A(x), (1,))
 

@@ -214,7 +214,8 @@ def ref_conv(x, w, strides, pads, ldil, rdil, groups=1, batch_groups=1):
         if all(0 <= v < s for v, s in zip(q, shape)):
             xp[(slice(None), slice(None)) + q] = x[(slice(None), slice(None)) + pos]
     ks = w.shape[2:]
-    outs = [max((s - ((k - 1) * r + 1)) // st + 1, 0) for s, k, r, st in zip(shape, ks, rdil, strides)]
+    outs = [max((s - ((k - 1) * r + 1)) // st + 1, 0)
+            for s, k, r, st in zip(shape, ks, rdil, strides)]
     nb = n // batch_groups
     out = np.zeros((nb, o) + tuple(outs))
     og = o // max(groups, batch_groups)
@@ -266,7 +267,9 @@ def test_conv_layouts_batch_groups_and_transpose(rng):
     # conv_transpose with transpose_kernel is the gradient of the strided conv wrt its input
     xt, k = rng.normal(size=(1, 7, 6, 2)), rng.normal(size=(3, 2, 2, 5))
     dn = ("NHWC", "HWIO", "NHWC")
-    fwd = lambda v: lax.conv_general_dilated(v, A(k), (2, 3), "VALID", dimension_numbers=dn)  # noqa: E731
+    def fwd(v):
+        return lax.conv_general_dilated(v, A(k), (2, 3), "VALID", dimension_numbers=dn)
+
     y, vjp = starling.vjp(fwd, A(xt))
     ct = A(rng.normal(size=tuple(y.shape)))
     want_t = vjp(ct)[0]
