@@ -2,7 +2,9 @@
 ``num_keys`` keys), ``sort_key_val`` and ``top_k``.
 
 Order: NumPy's (= JAX's): NaN after +inf, -0.0 equal to 0.0, complex by (real, imag). Sorts
-are stable. One operand with one key is the ``sort`` primitive (ties share the derivative
+are stable, with one exception: a single operand goes through the values-only ``sort``
+primitive, which does not promise the relative order of -0.0 and 0.0 (JAX keeps their input
+order); pass ``(x, iota)`` to make it observable and stable. One operand with one key is the ``sort`` primitive (ties share the derivative
 equally); several operands are gathered along the permutation of a stable argsort of the keys
 (least significant key first, each pass stable: LSD radix order), so every operand is
 differentiable through the gather while the keys' order itself has no derivative.
@@ -35,7 +37,7 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
     Args:
         operand: an array, or a sequence of arrays of one shape.
         dimension: static int (default -1).
-        is_stable: accepted; sorts are always stable.
+        is_stable: accepted; sorts are stable (see the module docstring for -0.0 / 0.0).
         num_keys: how many leading operands are keys, ``1 <= num_keys <= len(operand)``.
     Returns:
         The sorted array, or a tuple of the permuted arrays for a sequence.
