@@ -84,8 +84,12 @@ def register(*infos):
 
 
 def resolve(name):
+    """``name`` in starling.numpy, or in starling.lax for names starting with ``lax.``."""
     import starling.numpy as snp
     obj = snp
+    if name.startswith("lax."):
+        import starling.lax as obj
+        name = name[len("lax."):]
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj

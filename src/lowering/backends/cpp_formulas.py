@@ -511,6 +511,10 @@ def _render(name, a, dts, out, params):
         return f"({t})({a[0]} {op} {a[1]})"
     if name == "bitwise_invert" and kind in "biu":
         return f"(!{a[0]})" if kind == "b" else f"({t})(~{a[0]})"
+    if name == "population_count" and kind in "iu":
+        # counted on the unsigned bits of the same width (two's complement for negatives)
+        u = CTYPES[np.dtype(f"uint{dt.itemsize * 8}")]
+        return f"({t})__builtin_popcountll((unsigned long long)({u}){a[0]})"
     if name == "bitwise_left_shift" and kind in "iu":
         return f"st_lshift<{t}>({a[0]}, {a[1]})"
     if name == "bitwise_right_shift" and kind in "iu":
@@ -731,7 +735,7 @@ FORMULA_PRIMITIVES = (
         "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
         "remainder", "isnan", "isinf", "isfinite", "signbit", "heaviside", "logaddexp",
         "logaddexp2", "spacing", "gcd", "lcm", "round", "nan_to_num", "conj", "real", "imag",
-        "stop_gradient", "convert_element_type", "ldexp"))
+        "stop_gradient", "convert_element_type", "ldexp", "population_count"))
 
 
 def install():

@@ -1,0 +1,1 @@
+"""The implementations behind ``starling.lax`` (src/lax.py is the public namespace)."""
