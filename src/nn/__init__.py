@@ -15,6 +15,8 @@ from . import functional, init  # noqa: F401
 from .attention import MultiheadAttention  # noqa: F401
 from .containers import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .conv import AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d  # noqa: F401
+from .ctc_loss import CTCLoss  # noqa: F401
+from .distances import CDist, PDist  # noqa: F401
 from .layers import (  # noqa: F401
     CELU, ELU, GELU, GLU, SELU, Bilinear, Dropout, Embedding, Flatten, Hardsigmoid, Hardswish,
     Hardtanh, Identity, LeakyReLU, Linear, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid,
@@ -39,4 +41,5 @@ __all__ = [
     "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Softplus",
     "Sigmoid", "LogSigmoid", "Tanh", "Softmax", "LogSoftmax", "Softmin", "GLU", "Hardtanh",
     "Hardsigmoid", "Hardswish", "Softsign",
+    "CTCLoss", "CDist", "PDist",
 ]
