@@ -11,6 +11,7 @@ forward-backward / beta recursion of the paper), ``jvp``, ``vmap``, ``compile`` 
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -63,7 +64,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     ``log_softmax`` both give the same gradient with respect to the logits.)
 
     Raises:
-        TypeError: non-floating ``log_probs``; non-integer targets or lengths.
+        TypeError: non-floating ``log_probs``; non-integer targets, lengths or ``blank``.
         ValueError: bad ranks or shapes, ``blank`` outside ``[0, C)``, an unknown
             ``reduction``; with concrete (non-traced) values, lengths out of range, target
             lengths that do not sum to the length of concatenated targets, or a label outside
@@ -87,6 +88,7 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
         log_probs, targets, input_lengths, target_lengths = _add_batch(
             log_probs, targets, input_lengths, target_lengths)
     T, N, C = (int(d) for d in log_probs.shape)
+    blank = _class_index("ctc_loss", blank)
     if not 0 <= blank < C:
         raise ValueError(f"ctc_loss: blank must be in [0, {C}) for {C} classes, got {blank}")
     for name, v in (("input_lengths", input_lengths), ("target_lengths", target_lengths)):
@@ -123,9 +125,10 @@ class CTCLoss(Module):
         if reduction not in _REDUCTIONS:
             raise ValueError(f"CTCLoss: reduction must be one of {_REDUCTIONS}, got "
                              f"{reduction!r}")
+        blank = _class_index("CTCLoss", blank)
         if blank < 0:
             raise ValueError(f"CTCLoss: blank must be a non-negative class index, got {blank}")
-        self.blank = int(blank)
+        self.blank = blank
         self.reduction = reduction
         self.zero_infinity = bool(zero_infinity)
 
@@ -145,6 +148,13 @@ def _int_array(op, name, v):
     if not snp.isdtype(v.dtype, "integral"):
         raise TypeError(f"{op}: {name} must be integers, got {v.dtype}")
     return v
+
+
+def _class_index(op, blank):
+    try:
+        return operator.index(blank)
+    except TypeError:
+        raise TypeError(f"{op}: blank must be an integer class index, got {blank!r}") from None
 
 
 def _concrete(v):
