@@ -168,7 +168,8 @@ def test_scaling_avoids_overflow_and_underflow():
 def test_size_one_and_empty_dims():
     x, y = np.array([[2.0]]), np.array([[-1.0]])
     for p in PS:
-        assert float(F.cdist(x, y, p)[0, 0]) == (1.0 if p == 0 else 3.0)
+        np.testing.assert_allclose(float(F.cdist(x, y, p)[0, 0]), 1.0 if p == 0 else 3.0,
+                                   rtol=1e-15)
     assert F.cdist(np.zeros((0, 3)), np.ones((2, 3))).shape == (0, 2)
     assert F.cdist(np.zeros((4, 3)), np.ones((0, 3)), 2, MM).shape == (4, 0)
     assert not A(F.cdist(np.zeros((2, 0)), np.zeros((3, 0)), math.inf)).any()
@@ -192,6 +193,11 @@ def test_check_grads_order_2(p):
         check_grads(lambda a, b: F.cdist(a, b, p, mode), (x, y), order=2, atol=1e-6, rtol=1e-6)
     z = np.random.default_rng(14).standard_normal((4, 3))
     check_grads(lambda a: F.pdist(a, p), (z,), order=2, atol=1e-6, rtol=1e-6)
+    if 1 < p < math.inf:
+        # a tiny coordinate sends p > 1 down the scaled branch
+        x[0, 0] = 1e-200
+        check_grads(lambda a, b: F.cdist(a, b, p, EXACT), (x, y), order=2, atol=1e-6,
+                    rtol=1e-6)
 
 
 def test_vmap_matches_loop():

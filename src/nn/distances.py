@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from .. import stop_gradient
+from .. import cond, stop_gradient
 from .. import numpy as snp
 from .module import Module
 
@@ -53,9 +53,12 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
 
     Returns:
         ``(*batch, P, R)`` with ``batch`` the broadcast of ``batch1`` and ``batch2``; dtype the
-        promoted floating dtype of the inputs. ``M = 0`` gives zeros. The exact mode scales by
-        the largest difference, so it neither overflows nor underflows before the result does;
-        NaN in a difference gives NaN, an infinite difference ``inf``.
+        promoted floating dtype of the inputs. ``M = 0`` gives zeros. The exact mode neither
+        overflows nor underflows before the result does: for ``p > 1``, when the inputs'
+        magnitudes could make ``|d|^p`` leave the normal range (a coordinate above about
+        ``(max / M)^(1/p)`` or a nonzero one below ``tiny^(1/p) / eps``), each pair is scaled
+        by its largest difference (a ``cond``: one extra pass, only then; both branches run
+        under ``vmap``). NaN in a difference gives NaN, an infinite difference ``inf``.
 
     Derivatives (every order, forward and reverse, including the matmul mode): 0 at
     coincident points and, for ``p <= 1``, 0 along a coordinate whose difference is 0 (the
@@ -93,7 +96,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
         and (P > _MM_MIN_ROWS or R > _MM_MIN_ROWS)))
     if use_mm:
         return _euclid_mm(x1, x2)
-    return _pnorm(x1[..., :, None, :] - x2[..., None, :, :], p)
+    return _pnorm(x1, x2, p)
 
 
 def pdist(x, p=2.0):
@@ -125,8 +128,11 @@ def pdist(x, p=2.0):
     i, j = np.triu_indices(N, k=1)
     if M == 0 or i.size == 0:
         return snp.zeros(tuple(x.shape[:-2]) + (i.size,), x.dtype)
-    d = snp.take(x, snp.asarray(i), axis=-2) - snp.take(x, snp.asarray(j), axis=-2)
-    return _pnorm(d, p)
+    # All N^2 differences (fused, twice the arithmetic) beat gathering the pairs' rows, which
+    # materialises two (N(N-1)/2, M) arrays.
+    full = _pnorm(x, x, p)
+    return snp.take(snp.reshape(full, tuple(x.shape[:-2]) + (N * N,)), snp.asarray(i * N + j),
+                    axis=-1)
 
 
 class CDist(Module):
@@ -194,30 +200,62 @@ def _check_p(op, p):
     return p
 
 
-def _pnorm(d, p):
-    """``(sum_k |d_k|^p)^(1/p)`` over the last axis of ``d`` (``p = 0``: the nonzero count,
+def _pnorm(x1, x2, p):
+    """``(sum_k |d_k|^p)^(1/p)`` for the differences ``d`` of every row of ``x1``
+    ``(*b, P, M)`` and ``x2`` ``(*b, R, M)`` -> ``(*b, P, R)`` (``p = 0``: the nonzero count,
     ``p = inf``: the max), with zero derivatives where it is not differentiable."""
+    def absdiff(u, v):
+        return snp.abs(u[..., :, None, :] - v[..., None, :, :])
+
     if p == 0.0:
-        return snp.sum(d != 0, axis=-1).astype(d.dtype)
-    a = snp.abs(d)
+        return snp.sum(x1[..., :, None, :] != x2[..., None, :, :], axis=-1).astype(x1.dtype)
     if p == math.inf:
-        return snp.max(a, axis=-1)
-    # Scale by the largest |d_k| so |d|^p can neither overflow nor underflow. The norm is
-    # homogeneous of degree 1, so its derivative with respect to the scale vanishes: the
-    # scale is a constant for differentiation at every order.
+        return snp.max(absdiff(x1, x2), axis=-1)
+    if p <= 1.0:
+        # |d|^p >= |d| for |d| <= 1: no term underflows unless |d| is subnormal itself, and a
+        # sum that overflows has a result that overflows too
+        return _root(_power_sum(absdiff(x1, x2), p), p)
+    # p > 1: |d|^p can overflow or underflow where the norm does not. Scaling by the largest
+    # |d_k| costs a second pass, so it is taken only when the inputs' magnitudes call for it.
+    # (The differences are formed inside the branches, so the fused kernels never store them.)
+    return cond(_plain_is_safe(x1, x2, p),
+                lambda u, v: _root(_power_sum(absdiff(u, v), p), p),
+                lambda u, v: _scaled_pnorm(absdiff(u, v), p), x1, x2)
+
+
+def _power_sum(a, p):
+    """``sum_k a_k^p`` over the last axis for ``a >= 0``, derivative 0 where ``a_k = 0``."""
+    if p == 1.0:
+        return snp.sum(a, axis=-1)                   # |.|' is 0 at 0 already
+    if p == 2.0:
+        return snp.sum(a * a, axis=-1)
+    nz = a != 0                                      # NaN counts as nonzero and propagates
+    return snp.sum(snp.where(nz, snp.where(nz, a, snp.ones_like(a)) ** p, 0), axis=-1)
+
+
+def _scaled_pnorm(a, p):
+    # The norm is homogeneous of degree 1, so its derivative with respect to the scale
+    # vanishes: the scale is a constant for differentiation at every order.
     m = stop_gradient(snp.max(a, axis=-1, keepdims=True))
     usable = (m > 0) & snp.isfinite(m)
     scale = snp.where(usable, m, snp.ones_like(m))
-    r = a / scale
-    if p == 1.0:
-        s = snp.sum(r, axis=-1)                  # |.|' is 0 at 0 already
-    elif p == 2.0:
-        s = snp.sum(r * r, axis=-1)
-    else:
-        nz = r != 0                              # NaN counts as nonzero and propagates
-        s = snp.sum(snp.where(nz, snp.where(nz, r, snp.ones_like(r)) ** p, 0), axis=-1)
-    norm = scale[..., 0] * _root(s, p)
+    norm = scale[..., 0] * _root(_power_sum(a / scale, p), p)
     return snp.where(m[..., 0] == math.inf, math.inf, norm)
+
+
+def _plain_is_safe(x1, x2, p):
+    """Whether no ``|d_k|^p`` of a difference of rows of ``x1``, ``x2`` can overflow, nor
+    (being nonzero) fall below the smallest normal number, by bounds on the coordinates: a
+    difference is at most twice the largest ``|coordinate|`` and, when nonzero, at least
+    ``eps / 4`` times the smallest nonzero one (two distinct floats differ by at least half
+    an ulp of the smaller)."""
+    fi = snp.finfo(x1.dtype)
+    M = int(x1.shape[-1])
+    hi = (float(fi.max) / M) ** (1.0 / p) / 2
+    lo = 4.0 / float(fi.eps) * float(fi.smallest_normal) ** (1.0 / p)
+    a = snp.abs(snp.concatenate([snp.ravel(x1), snp.ravel(x2)]))
+    small = snp.min(snp.where(a != 0, a, math.inf))
+    return (snp.max(a) <= hi) & (small >= lo)
 
 
 def _root(s, p):
