@@ -216,8 +216,10 @@ def test_compile_and_checkpoint_match_eager():
     for x in (lp, lp32):
         eager = loss(x, il, tl)
         assert eager.dtype == x.dtype
-        np.testing.assert_allclose(np.asarray(starling.compile(loss)(x, il, tl)),
-                                   np.asarray(eager), rtol=1e-6 if x is lp32 else 1e-13)
+        for backend in (None, "numpy_ref"):      # default (cpp) / the unfused interpreter
+            np.testing.assert_allclose(
+                np.asarray(starling.compile(loss, backend=backend)(x, il, tl)),
+                np.asarray(eager), rtol=1e-6 if x is lp32 else 1e-13)
         ge = np.asarray(starling.grad(loss)(x, il, tl))
         gc = np.asarray(starling.compile(starling.grad(loss))(x, il, tl))
         gk = np.asarray(starling.grad(starling.checkpoint(loss))(x, il, tl))
