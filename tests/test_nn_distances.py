@@ -171,6 +171,7 @@ def test_size_one_and_empty_dims():
         np.testing.assert_allclose(float(F.cdist(x, y, p)[0, 0]), 1.0 if p == 0 else 3.0,
                                    rtol=1e-15)
     assert F.cdist(np.zeros((0, 3)), np.ones((2, 3))).shape == (0, 2)
+    assert F.cdist(np.zeros((2, 0, 3)), np.ones((0, 3)), 3).shape == (2, 0, 0)
     assert F.cdist(np.zeros((4, 3)), np.ones((0, 3)), 2, MM).shape == (4, 0)
     assert not A(F.cdist(np.zeros((2, 0)), np.zeros((3, 0)), math.inf)).any()
     assert F.pdist(np.ones((1, 3))).shape == (0,)

@@ -89,7 +89,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
     P, R, M = int(x1.shape[-2]), int(x2.shape[-2]), int(x1.shape[-1])
     x1 = snp.broadcast_to(x1, batch + (P, M))
     x2 = snp.broadcast_to(x2, batch + (R, M))
-    if M == 0:
+    if M == 0 or P == 0 or R == 0:
         return snp.zeros(batch + (P, R), x1.dtype)
     use_mm = p == 2.0 and (compute_mode == "use_mm_for_euclid_dist" or (
         compute_mode == "use_mm_for_euclid_dist_if_necessary"
