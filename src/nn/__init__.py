@@ -21,6 +21,8 @@ from .attention import MultiheadAttention  # noqa: F401
 from .flex_attention import FlexAttention  # noqa: F401
 from .containers import ModuleDict, ModuleList, Sequential  # noqa: F401
 from .conv import AvgPool1d, AvgPool2d, Conv1d, Conv2d, MaxPool1d, MaxPool2d  # noqa: F401
+from .ctc_loss import CTCLoss  # noqa: F401
+from .distances import CDist, PDist  # noqa: F401
 from .layers import (  # noqa: F401
     CELU, ELU, GELU, GLU, SELU, Bilinear, Dropout, Embedding, Flatten, Hardsigmoid, Hardswish,
     Hardtanh, Identity, LeakyReLU, Linear, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid,
@@ -36,8 +38,8 @@ from .stateful_compile import StatefulCompiled, compile, jit  # noqa: F401,A004
 
 __all__ = [
     "Module", "ModuleMutationError", "StateDictError", "IncompatibleKeys", "SerializationError",
-    "functional", "init", "initializers", "functional_call", "stateful_call", "replace", "trainable_parameters",
-    "value_and_grad", "grad", "compile", "jit", "StatefulCompiled",
+    "functional", "init", "initializers", "functional_call", "stateful_call", "replace",
+    "trainable_parameters", "value_and_grad", "grad", "compile", "jit", "StatefulCompiled",
     "Identity", "Linear", "Bilinear", "Embedding", "Flatten", "Unflatten", "Dropout",
     "Conv1d", "Conv2d", "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d",
     "LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d",
@@ -45,4 +47,5 @@ __all__ = [
     "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Softplus",
     "Sigmoid", "LogSigmoid", "Tanh", "Softmax", "LogSoftmax", "Softmin", "GLU", "Hardtanh",
     "Hardsigmoid", "Hardswish", "Softsign",
+    "CTCLoss", "CDist", "PDist",
 ] + list(_jax_names)

@@ -13,6 +13,8 @@ from .. import numpy as snp
 from .. import random
 from ..arrays.ops.special import erf, erfc  # noqa: F401  (re-exported)
 from ..transforms.custom import custom_jvp
+from .ctc_loss import ctc_loss  # noqa: F401
+from .distances import cdist, pdist  # noqa: F401
 from .functional_conv import (  # noqa: F401
     avg_pool1d, avg_pool2d, conv1d, conv2d, max_pool1d, max_pool2d,
 )
@@ -30,6 +32,7 @@ __all__ = [
     "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
+    "ctc_loss", "cdist", "pdist",
 ]
 
 
