@@ -11,30 +11,22 @@ Cases (time per call):
            causal BlockMask vs torch SDPA (is_causal, its fused CPU kernel), jax.jit's
            ``dot_product_attention`` and Starling's SDPA. Target: within 1.5x of torch.
 
-Every contender runs in its own process (``--worker NAME CASE``, driven over a pipe), rounds
-interleaved so background load hits them alike; per contender the median and best round and
-the ratio to ``starling-flex`` (>1: flex faster). Each worker first checks a checksum of its
-output against the others'. The BlockMask is built once, outside the timing (as in PyTorch).
-Peers not importable here run under ``$STARLING_PEER_PYTHON`` (default
-/work/venvs/perf/bin/python). Run: ``python benchmarks/flex_attention.py [--quick]
+Every contender runs in its own process, rounds interleaved (benchmarks/harness.py); per
+contender the median and best round and the ratio to ``starling-flex`` (>1: flex faster); a
+contender whose output checksum differs from flex's is not timed. The BlockMask is built once,
+outside the timing (as in PyTorch). Run: ``python benchmarks/flex_attention.py [--quick]
 [--cases window,causal]``.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
-import time
-
 import numpy as np
+
+import harness
 
 CASES = {"window": dict(L=16384, H=1, window=256), "causal": dict(L=4096, H=4, window=None)}
 CONTENDERS = {"window": ["starling-flex", "starling-sdpa", "torch-sdpa"],
               "causal": ["starling-flex", "starling-sdpa", "torch-sdpa", "jax-sdpa"]}
-PEER_PYTHON = os.environ.get("STARLING_PEER_PYTHON", "/work/venvs/perf/bin/python")
+MODULES = {"torch-sdpa": "torch", "jax-sdpa": "jax"}
 E = 64
 
 
@@ -92,102 +84,21 @@ def make(name, case):
 
 
 def worker(name, case):
-    run = make(name, case)
-    out = run()
-    print(json.dumps({"ready": True, "checksum": float(np.abs(out).astype(np.float64).sum())}),
-          flush=True)
-    for line in sys.stdin:
-        n = int(line)
-        t0 = time.perf_counter()
-        for _ in range(n):
-            run()
-        print(json.dumps({"seconds": (time.perf_counter() - t0) / n}), flush=True)
+    harness.serve(make(name, case), lambda out: np.abs(out).astype(np.float64).sum())
 
 
-def interpreter(name):
-    mod = {"torch-sdpa": "torch", "jax-sdpa": "jax"}.get(name)
-    if mod is None:
-        return sys.executable
-    for py in (sys.executable, PEER_PYTHON):
-        if py and os.path.exists(py) and subprocess.run(
-                [py, "-c", f"import {mod}"], capture_output=True).returncode == 0:
-            return py
-    return None
-
-
-class Worker:
-    def __init__(self, py, name, case):
-        env = dict(os.environ)
-        if py != sys.executable:
-            env.pop("PYTHONPATH", None)
-        self.p = subprocess.Popen([py, os.path.abspath(__file__), "--worker", name, case],
-                                  text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  env=env)
-        line = self.p.stdout.readline()
-        if not line:
-            self.p.wait()
-            raise RuntimeError(f"worker {name}/{case} failed")
-        self.checksum = json.loads(line)["checksum"]
-
-    def time(self, n):
-        self.p.stdin.write(f"{n}\n")
-        self.p.stdin.flush()
-        return json.loads(self.p.stdout.readline())["seconds"]
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait()
-
-
-def run_case(case, rounds):
-    workers = {}
-    for name in CONTENDERS[case]:
-        py = interpreter(name)
-        if py is None:
-            print(f"  ({name}: library not installed, skipped)")
-            continue
-        try:
-            workers[name] = Worker(py, name, case)
-        except RuntimeError as e:
-            print(f"  ({e}: skipped)")
-    sums = {n: w.checksum for n, w in workers.items()}
-    ref = sums.get("starling-flex")
-    for n, s in sums.items():
-        if ref is not None and abs(s - ref) > 1e-3 * abs(ref):
-            print(f"  WARNING: {n} checksum {s} differs from starling-flex's {ref}")
-    times = {n: [] for n in workers}
-    try:
-        for _ in range(rounds):
-            for n, w in workers.items():
-                times[n].append(w.time(1))
-    finally:
-        for w in workers.values():
-            w.close()
+def run_case(case, rounds, round_time):
+    contenders = {n: MODULES.get(n) for n in CONTENDERS[case]}
+    times = harness.run_interleaved(__file__, case, contenders, rounds, round_time,
+                                    "starling-flex")
     c = CASES[case]
-    print(f"\n{case}: B=1, H={c['H']}, L=S={c['L']}, E={E}, float32"
-          + (f", window {c['window']}" if c["window"] else ", causal"))
-    base = times.get("starling-flex")
-    for n, ts in times.items():
-        med, best = statistics.median(ts), min(ts)
-        ratio = ""
-        if base and n != "starling-flex":
-            ratio = (f"  flex {med / statistics.median(base):6.2f}x faster "
-                     f"(best {best / min(base):6.2f}x)")
-        print(f"  {n:14s} median {med * 1e3:9.2f} ms  best {best * 1e3:9.2f} ms{ratio}")
+    harness.report(f"{case}: B=1, H={c['H']}, L=S={c['L']}, E={E}, float32"
+                   + (f", window {c['window']}" if c["window"] else ", causal"),
+                   times, "starling-flex")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worker", nargs=2, metavar=("NAME", "CASE"))
-    ap.add_argument("--quick", action="store_true", help="3 rounds instead of 7")
-    ap.add_argument("--cases", default=",".join(CASES))
-    args = ap.parse_args()
-    if args.worker:
-        return worker(*args.worker)
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    for case in args.cases.split(","):
-        run_case(case, 3 if args.quick else 7)
-    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+    harness.main(__doc__, CASES, run_case, worker, quick=(3, 0.0), full=(7, 0.0))
 
 
 if __name__ == "__main__":

@@ -9,29 +9,20 @@ Cases (float32; time per call):
   cdist_grad sum of cdist p=2 (matmul mode) and its gradient w.r.t. both inputs
   pdist      pdist p=2 of 2000 x 64 points
 
-Each library runs in its own process (``--worker LIB CASE``, driven over a pipe; PyTorch and
-SciPy under ``$STARLING_PEER_PYTHON``, default /work/venvs/perf/bin/python, when this Python
-lacks them); rounds of all processes are interleaved so background load hits them alike. Every
-worker first reports a checksum of its result (float64 sum), and the driver refuses to time
-contenders that disagree. Reported: the median and best seconds per call and the ratio to
+Each library runs in its own process, rounds interleaved (benchmarks/harness.py). Every worker
+first reports a checksum of its result (float64 sum), and the driver refuses to time contenders
+that disagree. Reported: the median and best seconds per call and the ratio to
 Starling (> 1: Starling faster).
 Run: ``python benchmarks/losses_misc.py [--quick] [--cases ctc,cdist_mm,...]``.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import statistics
-import subprocess
-import sys
-import time
-
 import numpy as np
+
+import harness
 
 CASES = ["ctc", "ctc_grad", "cdist_mm", "cdist_ex", "cdist_p1", "cdist_grad", "pdist"]
 LIBS = {"starling": None, "torch": "torch", "scipy": "scipy"}
-PEER_PYTHON = os.environ.get("STARLING_PEER_PYTHON", "/work/venvs/perf/bin/python")
 MODES = {"cdist_mm": (2.0, "use_mm_for_euclid_dist"), "cdist_ex": (2.0,
          "donot_use_mm_for_euclid_dist"), "cdist_p1": (1.0, "donot_use_mm_for_euclid_dist"),
          "cdist_grad": (2.0, "use_mm_for_euclid_dist")}
@@ -104,8 +95,6 @@ def make_torch(case, args):
 
 def make_scipy(case, args):
     from scipy.spatial import distance as sd
-    if case.startswith("ctc") or case == "cdist_grad":
-        return None
     if case == "pdist":
         return lambda: sd.pdist(args[0], "euclidean")
     metric = "cityblock" if case == "cdist_p1" else "euclidean"
@@ -122,97 +111,19 @@ def checksum(out):
 def worker(lib, case):
     run = {"starling": make_starling, "torch": make_torch, "scipy": make_scipy}[lib](
         case, data(case))
-    if run is None:
-        print(json.dumps({"skip": True}), flush=True)
-        return
-    print(json.dumps({"checksum": checksum(run())}), flush=True)
-    for line in sys.stdin:
-        k = int(line)
-        t0 = time.perf_counter()
-        for _ in range(k):
-            checksum(run())          # results read back, as a user would
-        print(json.dumps({"seconds": (time.perf_counter() - t0) / k}), flush=True)
-
-
-def interpreter(mod):
-    if mod is None:
-        return sys.executable
-    for py in (sys.executable, PEER_PYTHON):
-        if py and os.path.exists(py) and subprocess.run(
-                [py, "-c", f"import {mod}"], capture_output=True).returncode == 0:
-            return py
-    return None
-
-
-class Worker:
-    def __init__(self, py, lib, case):
-        self.p = subprocess.Popen([py, os.path.abspath(__file__), "--worker", lib, case],
-                                  text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        line = self.p.stdout.readline()
-        self.first = json.loads(line) if line else {"failed": True}
-        self.reps = 1
-
-    def time(self, k):
-        self.p.stdin.write(f"{k}\n")
-        self.p.stdin.flush()
-        return json.loads(self.p.stdout.readline())["seconds"]
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait()
+    # results are read back on every call, as a user would
+    harness.serve(lambda: checksum(run()), lambda total: total)
 
 
 def run_case(case, rounds, round_time):
-    workers = {}
-    for lib, mod in LIBS.items():
-        py = interpreter(mod)
-        if py is None:
-            continue
-        w = Worker(py, lib, case)
-        if "checksum" in w.first:
-            workers[lib] = w
-        else:
-            w.close()
-    sums = {lib: w.first["checksum"] for lib, w in workers.items()}
-    ref = sums.get("starling")
-    for lib in list(workers):
-        if ref is not None and abs(sums[lib] - ref) > 1e-3 * abs(ref) + 1e-3:
-            print(f"  ({lib}/{case}: checksum {sums[lib]} differs from starling's {ref}: "
-                  f"not timed)")
-            workers.pop(lib).close()
-    for w in workers.values():
-        w.reps = max(1, int(round_time / max(w.time(1), 1e-7)))
-    times = {lib: [] for lib in workers}
-    for _ in range(rounds):
-        for lib, w in workers.items():
-            times[lib].append(w.time(w.reps))
-    for w in workers.values():
-        w.close()
-    print(f"\n{case}")
-    base = times.get("starling")
-    for lib, ts in times.items():
-        med, best = statistics.median(ts), min(ts)
-        ratio = ""
-        if base and lib != "starling":
-            ratio = (f"  starling {med / statistics.median(base):5.2f}x "
-                     f"(best {best / min(base):5.2f}x)")
-        print(f"  {lib:9s} median {med * 1e3:9.2f} ms  best {best * 1e3:9.2f} ms{ratio}")
+    libs = {lib: mod for lib, mod in LIBS.items()
+            if not (lib == "scipy" and (case.startswith("ctc") or case == "cdist_grad"))}
+    times = harness.run_interleaved(__file__, case, libs, rounds, round_time, "starling")
+    harness.report(case, times, "starling")
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--worker", nargs=2, metavar=("LIB", "CASE"))
-    ap.add_argument("--quick", action="store_true", help="3 short rounds")
-    ap.add_argument("--cases", default=None, help="comma-separated subset of " + ",".join(CASES))
-    args = ap.parse_args()
-    if args.worker:
-        return worker(*args.worker)
-    cases = args.cases.split(",") if args.cases else CASES
-    rounds, round_time = (3, 0.3) if args.quick else (7, 1.0)
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    for case in cases:
-        run_case(case, rounds, round_time)
-    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
+    harness.main(__doc__, CASES, run_case, worker)
 
 
 if __name__ == "__main__":

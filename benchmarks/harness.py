@@ -1,0 +1,178 @@
+"""The side-by-side driver the benchmarks share: every contender (a library, or a variant of
+Starling) runs in its own process, so none inherits another's heap, threads or caches; rounds
+of all processes are interleaved, so background load on a shared machine hits them alike.
+
+Protocol: the driver starts ``python SCRIPT --worker NAME CASE``; the worker builds its inputs,
+runs once (warm-up, compilation) and prints one JSON line ``{"ready": true, "checksum": ...}``;
+then for each line ``k`` on its stdin it runs ``k`` calls and prints ``{"seconds": per call}``.
+A worker that stays silent past a time limit is killed and left out (a peer was seen to hang),
+as is one whose checksum disagrees with the baseline contender's.
+
+Peers not importable by this Python run under ``$STARLING_PEER_PYTHON`` (default
+/work/venvs/perf/bin/python) when they are importable there, else are skipped.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import time
+
+PEER_PYTHON = os.environ.get("STARLING_PEER_PYTHON", "/work/venvs/perf/bin/python")
+
+
+def interpreter(module):
+    """A Python that can import ``module`` (None: Starling's own): this one, else the peers'
+    venv; None when neither can."""
+    if module is None:
+        return sys.executable
+    for py in (sys.executable, PEER_PYTHON):
+        if py and os.path.exists(py) and subprocess.run(
+                [py, "-c", f"import {module}"], capture_output=True).returncode == 0:
+            return py
+    return None
+
+
+def serve(run, checksum=None):
+    """The worker's side: one warm-up call of ``run``, the ready line (with ``checksum`` of its
+    result when given), then timed batches of calls as the driver asks."""
+    out = run()
+    msg = {"ready": True}
+    if checksum is not None:
+        msg["checksum"] = float(checksum(out))
+    print(json.dumps(msg), flush=True)
+    for line in sys.stdin:
+        k = int(line)
+        t0 = time.perf_counter()
+        for _ in range(k):
+            run()
+        print(json.dumps({"seconds": (time.perf_counter() - t0) / k}), flush=True)
+
+
+class Worker:
+    """One contender's process, driven over a pipe (see the module docstring)."""
+
+    def __init__(self, script, name, case, py, start_limit=300.0):
+        env = dict(os.environ)
+        if py != sys.executable:   # the peers' venv lacks Starling: nothing of ours to import
+            env.pop("PYTHONPATH", None)
+        self.name = name
+        self.p = subprocess.Popen([py, os.path.abspath(script), "--worker", name, case],
+                                  text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  env=env)
+        try:
+            line = self._answer(start_limit)
+        except TimeoutError as e:
+            raise RuntimeError(f"{name}/{case}: {e}: killed") from None
+        if not line:
+            self.p.wait()
+            raise RuntimeError(f"{name}/{case} failed")
+        self.first = json.loads(line)
+        self.reps = 1
+
+    def _answer(self, limit):
+        ready, _, _ = select.select([self.p.stdout], [], [], limit)
+        if not ready:
+            self.p.kill()
+            self.p.wait()
+            raise TimeoutError(f"no answer within {limit:.0f} s")
+        return self.p.stdout.readline()
+
+    def time(self, k, limit=120.0):
+        """Seconds per call over ``k`` calls (TimeoutError when the worker is silent)."""
+        self.p.stdin.write(f"{k}\n")
+        self.p.stdin.flush()
+        return json.loads(self._answer(limit))["seconds"]
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.stdin.close()
+            self.p.wait()
+
+
+def run_interleaved(script, case, contenders, rounds, round_time, base, rtol=1e-3, atol=1e-3):
+    """Times ``contenders`` (name -> module to import, None for Starling) on ``case``:
+    ``{name: [seconds per call, one per round]}``. Contenders whose library is missing, whose
+    worker fails or hangs, or whose checksum disagrees with ``base``'s are reported and left
+    out. ``round_time`` (seconds): each round runs enough calls to take about that long
+    (0: one call per round)."""
+    workers = {}
+    for name, module in contenders.items():
+        py = interpreter(module)
+        if py is None:
+            print(f"  ({name}: {module} not installed, skipped)")
+            continue
+        try:
+            workers[name] = Worker(script, name, case, py)
+        except RuntimeError as e:
+            print(f"  ({e}: skipped)")
+    ref = workers[base].first.get("checksum") if base in workers else None
+    for name in list(workers):
+        got = workers[name].first.get("checksum")
+        if ref is not None and got is not None and not abs(got - ref) <= rtol * abs(ref) + atol:
+            print(f"  ({name}/{case}: checksum {got} differs from {base}'s {ref}: not timed)")
+            workers.pop(name).close()
+    times = {}
+    try:
+        for name, w in list(workers.items()):
+            try:
+                if round_time > 0:
+                    w.reps = max(1, int(round_time / max(w.time(1), 1e-7)))
+                times[name] = []
+            except TimeoutError as e:
+                print(f"  ({name}/{case}: {e}: skipped)")
+                del workers[name]
+        for _ in range(rounds):
+            for name, w in list(workers.items()):
+                try:
+                    times[name].append(w.time(w.reps))
+                except TimeoutError as e:
+                    print(f"  ({name}/{case}: {e}: skipped)")
+                    del workers[name], times[name]
+    finally:
+        for w in workers.values():
+            w.close()
+    return times
+
+
+def report(title, times, base, verb="faster"):
+    """Prints the median and best seconds per call of each contender, in ms, and the ratio of
+    each to ``base`` (> 1: ``base`` is ``verb``)."""
+    print(f"\n{title}")
+    ref = times.get(base)
+    for name, ts in times.items():
+        med, best = statistics.median(ts), min(ts)
+        ratio = ""
+        if ref and name != base:
+            ratio = (f"  {base} {med / statistics.median(ref):6.2f}x {verb} "
+                     f"(best {best / min(ref):6.2f}x)")
+        print(f"  {name:14s} median {med * 1e3:9.2f} ms  best {best * 1e3:9.2f} ms{ratio}")
+
+
+def main(doc, cases, run_case, worker, quick_cases=None, quick=(3, 0.3), full=(7, 1.0)):
+    """The command line every benchmark has: ``--worker NAME CASE`` (internal), ``--quick``
+    (fewer, shorter rounds; ``quick_cases`` only, when given), ``--cases a,b``; prints the
+    load average before and after, as the figures depend on it."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument("--worker", nargs=2, metavar=("NAME", "CASE"))
+    ap.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
+    ap.add_argument("--cases", default=None, help="comma-separated subset of " + ",".join(cases))
+    args = ap.parse_args()
+    if args.worker:
+        return worker(*args.worker)
+    if args.cases:
+        chosen = args.cases.split(",")
+        unknown = [c for c in chosen if c not in cases]
+        if unknown:
+            ap.error(f"unknown cases {unknown}; choose from {list(cases)}")
+    else:
+        chosen = list(quick_cases if args.quick and quick_cases is not None else cases)
+    rounds, round_time = quick if args.quick else full
+    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+    for case in chosen:
+        run_case(case, rounds, round_time)
+    print(f"\nload average {os.getloadavg()[0]:.2f} at the end")
