@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import select
 import statistics
 import subprocess
@@ -47,10 +48,18 @@ def serve(run, checksum=None):
     print(json.dumps(msg), flush=True)
     for line in sys.stdin:
         k = int(line)
-        t0 = time.perf_counter()
+        c0, t0 = _cpu_seconds(), time.perf_counter()
         for _ in range(k):
             run()
-        print(json.dumps({"seconds": (time.perf_counter() - t0) / k}), flush=True)
+        print(json.dumps({"seconds": (time.perf_counter() - t0) / k,
+                          "cpu": (_cpu_seconds() - c0) / k}), flush=True)
+
+
+def _cpu_seconds():
+    """CPU time of this process, all its threads (user + system): what a call costs a busy
+    machine."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 class Worker:
@@ -73,6 +82,7 @@ class Worker:
             raise RuntimeError(f"{name}/{case} failed")
         self.first = json.loads(line)
         self.reps = 1
+        self.cpu = []      # CPU seconds per call, one per timed batch
 
     def _answer(self, limit):
         ready, _, _ = select.select([self.p.stdout], [], [], limit)
@@ -86,7 +96,9 @@ class Worker:
         """Seconds per call over ``k`` calls (TimeoutError when the worker is silent)."""
         self.p.stdin.write(f"{k}\n")
         self.p.stdin.flush()
-        return json.loads(self._answer(limit))["seconds"]
+        r = json.loads(self._answer(limit))
+        self.cpu.append(r.get("cpu", float("nan")))
+        return r["seconds"]
 
     def close(self):
         if self.p.poll() is None:
@@ -94,12 +106,11 @@ class Worker:
             self.p.wait()
 
 
-def run_interleaved(script, case, contenders, rounds, round_time, base, rtol=1e-3, atol=1e-3):
-    """Times ``contenders`` (name -> module to import, None for Starling) on ``case``:
-    ``{name: [seconds per call, one per round]}``. Contenders whose library is missing, whose
-    worker fails or hangs, or whose checksum disagrees with ``base``'s are reported and left
-    out. ``round_time`` (seconds): each round runs enough calls to take about that long
-    (0: one call per round)."""
+def start(script, case, contenders, round_time, base=None, rtol=1e-3, atol=1e-3):
+    """Starts a worker per contender (name -> module to import, None for Starling):
+    ``{name: Worker}``. Contenders whose library is missing, whose worker fails or hangs, or
+    whose checksum disagrees with ``base``'s are reported and left out. ``round_time``
+    (seconds): each round will run enough calls to take about that long (0: one call)."""
     workers = {}
     for name, module in contenders.items():
         py = interpreter(module)
@@ -116,41 +127,64 @@ def run_interleaved(script, case, contenders, rounds, round_time, base, rtol=1e-
         if ref is not None and got is not None and not abs(got - ref) <= rtol * abs(ref) + atol:
             print(f"  ({name}/{case}: checksum {got} differs from {base}'s {ref}: not timed)")
             workers.pop(name).close()
-    times = {}
-    try:
+    for name, w in list(workers.items()):
+        try:
+            if round_time > 0:
+                w.reps = max(1, int(round_time / max(w.time(1), 1e-7)))
+            w.cpu.clear()
+        except TimeoutError as e:
+            print(f"  ({name}/{case}: {e}: skipped)")
+            del workers[name]
+    return workers
+
+
+def measure(workers, rounds):
+    """``{name: [seconds per call, one per round]}``, the rounds of all workers interleaved; a
+    worker that falls silent is reported and dropped (from ``workers`` too)."""
+    times = {name: [] for name in workers}
+    for _ in range(rounds):
         for name, w in list(workers.items()):
             try:
-                if round_time > 0:
-                    w.reps = max(1, int(round_time / max(w.time(1), 1e-7)))
-                times[name] = []
+                times[name].append(w.time(w.reps))
             except TimeoutError as e:
-                print(f"  ({name}/{case}: {e}: skipped)")
-                del workers[name]
-        for _ in range(rounds):
-            for name, w in list(workers.items()):
-                try:
-                    times[name].append(w.time(w.reps))
-                except TimeoutError as e:
-                    print(f"  ({name}/{case}: {e}: skipped)")
-                    del workers[name], times[name]
-    finally:
-        for w in workers.values():
-            w.close()
+                print(f"  ({name}: {e}: skipped)")
+                del workers[name], times[name]
     return times
 
 
-def report(title, times, base, verb="faster"):
-    """Prints the median and best seconds per call of each contender, in ms, and the ratio of
-    each to ``base`` (> 1: ``base`` is ``verb``)."""
+def close(workers):
+    for w in workers.values():
+        w.close()
+
+
+def run_interleaved(script, case, contenders, rounds, round_time, base, rtol=1e-3, atol=1e-3):
+    """``start``, ``measure``, ``close``: ``{name: [seconds per call, one per round]}``."""
+    workers = start(script, case, contenders, round_time, base, rtol, atol)
+    try:
+        return measure(workers, rounds)
+    finally:
+        close(workers)
+
+
+def report(title, times, base, verb="faster", unit="ms", labels=None, cpu=None, target=None):
+    """Prints the median and best time per call of each contender (``unit``: "ms" or "us"),
+    the median CPU time per call when ``cpu`` (name -> list) is given, and the ratio of each to
+    ``base`` (> 1: ``base`` is ``verb``); ``labels`` renames contenders in the table."""
+    scale = {"ms": 1e3, "us": 1e6}[unit]
+    labels = labels or {}
     print(f"\n{title}")
     ref = times.get(base)
     for name, ts in times.items():
         med, best = statistics.median(ts), min(ts)
         ratio = ""
         if ref and name != base:
-            ratio = (f"  {base} {med / statistics.median(ref):6.2f}x {verb} "
+            ratio = (f"  {labels.get(base, base)} {med / statistics.median(ref):6.2f}x {verb} "
                      f"(best {best / min(ref):6.2f}x)")
-        print(f"  {name:14s} median {med * 1e3:9.2f} ms  best {best * 1e3:9.2f} ms{ratio}")
+        c = f"  cpu {statistics.median(cpu[name]) * scale:9.3f}" if cpu and cpu.get(name) else ""
+        print(f"  {labels.get(name, name):18s} median {med * scale:9.3f} {unit}  best "
+              f"{best * scale:9.3f} {unit}{c}{ratio}")
+    if target:
+        print(f"  target: {target}")
 
 
 def main(doc, cases, run_case, worker, quick_cases=None, quick=(3, 0.3), full=(7, 1.0)):

@@ -15,9 +15,9 @@ Cases (float32, the issue's shapes):
                target: Starling keeps at least the fraction of its quiet speed that jax.jit
                keeps of its own.
 
-Every library runs in its own process (``--worker LIB CASE``, driven over a pipe); the driver
-interleaves the rounds of all processes so background load hits them alike and prints, per
-contender, the median and the best round with ratios (>1: Starling better). Each worker checks
+Every library runs in its own process, rounds interleaved (benchmarks/harness.py: peers not
+importable here run under ``$STARLING_PEER_PYTHON``); per contender the median and the best
+round, the CPU time per call (all threads), and ratios (>1: Starling better). Each worker checks
 its first result against a float64 NumPy reference of the same model (transformer: the loss;
 the others: loss / product values) before it is timed. Peers that are not installed are
 skipped. Run: ``python benchmarks/models.py [--quick] [--cases transformer,mlp,...]``.
@@ -25,16 +25,16 @@ skipped. Run: ``python benchmarks/models.py [--quick] [--cases transformer,mlp,.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import time
 
 import numpy as np
+
+import harness
 
 # transformer block
 B, T, D, H, FF = 8, 128, 256, 4, 1024
@@ -400,111 +400,23 @@ def worker(lib, case):
     else:
         raise SystemExit(f"unknown library {lib}")
     check(case, value(run()))
-    run()
-    print(json.dumps({"ready": True}), flush=True)
-    for line in sys.stdin:
-        k = int(line)
-        c0, t0 = _cpu_seconds(), time.perf_counter()
-        for _ in range(k):
-            run()
-        print(json.dumps({"seconds": (time.perf_counter() - t0) / k,
-                          "cpu": (_cpu_seconds() - c0) / k}), flush=True)
-
-
-def _cpu_seconds():
-    """CPU time of this process, all its threads (user + system)."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
+    harness.serve(run)
 
 
 # ---- driver ------------------------------------------------------------------------------------
 
 LABELS = {"starling": "starling compile", "starling-eager": "starling eager",
           "jax": "jax.jit", "torch-compile": "torch.compile", "torch": "torch eager"}
-
-
-def _available(lib):
-    mod = {"jax": "jax", "torch": "torch", "torch-compile": "torch"}.get(lib)
-    if mod is None:
-        return True
-    try:
-        __import__(mod)
-        return True
-    except ImportError:
-        return False
-
-
-class Worker:
-    def __init__(self, lib, case, env=None):
-        self.lib, self.case = lib, case
-        self.cpu = []
-        self.p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker", lib,
-                                   case], text=True, stdin=subprocess.PIPE,
-                                  stdout=subprocess.PIPE, env=env)
-        line = self.p.stdout.readline()
-        if not line:
-            self.p.wait()
-            raise RuntimeError(f"worker {lib}/{case} failed to start")
-        self.reps = 1
-
-    def time(self, k):
-        self.p.stdin.write(f"{k}\n")
-        self.p.stdin.flush()
-        r = json.loads(self.p.stdout.readline())
-        self.cpu.append(r["cpu"])
-        return r["seconds"]
-
-    def calibrate(self, target):
-        s = self.time(1)
-        self.reps = max(1, int(target / max(s, 1e-7)))
-        self.cpu.clear()
-
-    def close(self):
-        self.p.stdin.close()
-        self.p.wait()
+MODULES = {"starling": None, "starling-eager": None, "jax": "jax", "torch": "torch",
+           "torch-compile": "torch"}
 
 
 def start(libs, case, round_time):
-    out = {}
-    for lib in libs:
-        if not _available(lib):
-            print(f"  ({LABELS[lib]} not installed: skipped)")
-            continue
-        try:
-            out[lib] = Worker(lib, case)
-        except RuntimeError as e:
-            print(f"  ({e}: skipped)")
-            continue
-        out[lib].calibrate(round_time)
-    return out
+    return harness.start(__file__, case, {lib: MODULES[lib] for lib in libs}, round_time)
 
 
 def measure(workers, rounds):
-    """{lib: [seconds per call of each round]}: one round of every worker in turn."""
-    times = {k: [] for k in workers}
-    for _ in range(rounds):
-        for lib, w in workers.items():
-            times[lib].append(w.time(w.reps))
-    return times
-
-
-def report(title, times, unit, scale, target=None, cpu=None):
-    """Prints median and best per contender, ratios against Starling (compile), and the median
-    CPU time per call (all threads of the process: what the call costs a busy machine)."""
-    print(f"\n{title}")
-    base = times.get("starling")
-    for lib, ts in times.items():
-        med, best = statistics.median(ts), min(ts)
-        ratio = ""
-        if base is not None and lib != "starling":
-            r = med / statistics.median(base)
-            rb = best / min(base)
-            ratio = f"  starling {r:5.2f}x (best {rb:5.2f}x)"
-        c = f"  cpu {statistics.median(cpu[lib]) * scale:9.3f}" if cpu and cpu.get(lib) else ""
-        print(f"  {LABELS[lib]:18s} median {med * scale:9.3f} {unit}  best {best * scale:9.3f} "
-              f"{unit}{c}{ratio}")
-    if target:
-        print(f"  target: {target}")
+    return harness.measure(workers, rounds)
 
 
 def busy_loop(seconds):
@@ -522,17 +434,17 @@ def run_case(case, rounds, round_time):
     try:
         times = measure(workers, rounds)
     finally:
-        for w in workers.values():
-            w.close()
+        harness.close(workers)
     cpu = {lib: w.cpu for lib, w in workers.items()}
-    title, unit, scale, target = {
+    title, unit, target = {
         "transformer": ("transformer block fwd+bwd (B 8, T 128, d 256, 4 heads, MLP 1024)",
-                        "ms", 1e3, ">= 1.2x the faster of jax.jit and torch.compile"),
-        "mlp": ("MLP 784-512-512-10 training step, batch 128", "ms", 1e3, ">= 1.2x jax.jit"),
-        "rnn": ("scan RNN grad (seq 200, hidden 256, batch 32)", "ms", 1e3, ">= 1.2x jax.jit"),
-        "bmm": ("bmm 1000 x (16x16 @ 16x16)", "us", 1e6, "<= torch.bmm (torch eager)"),
+                        "ms", ">= 1.2x the faster of jax.jit and torch.compile"),
+        "mlp": ("MLP 784-512-512-10 training step, batch 128", "ms", ">= 1.2x jax.jit"),
+        "rnn": ("scan RNN grad (seq 200, hidden 256, batch 32)", "ms", ">= 1.2x jax.jit"),
+        "bmm": ("bmm 1000 x (16x16 @ 16x16)", "us", "<= torch.bmm (torch eager)"),
     }[case]
-    report(title, times, unit, scale, target, cpu)
+    harness.report(title, times, "starling", unit=unit, labels=LABELS, cpu=cpu,
+                   target=target)
 
 
 def run_load(rounds, round_time, load_seconds):
@@ -548,8 +460,7 @@ def run_load(rounds, round_time, load_seconds):
                 p.kill()
                 p.wait()
     finally:
-        for w in workers.values():
-            w.close()
+        harness.close(workers)
     print(f"\nMLP step under load ({os.cpu_count()} busy-looping processes, one per CPU)")
     frac = {}
     for lib in workers:
