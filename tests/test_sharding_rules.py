@@ -15,7 +15,7 @@ from starling.arrays.ops.gather_scatter import gather, scatter
 from starling.collectives import partition
 from starling.collectives.sharding import NamedSharding, P
 from starling.core.primitive import Primitive
-from starling.linalg.sqrtm import hermitian_sylvester
+from starling.linalg.hermitian_sqrt import hermitian_sylvester
 from starling.sharding import Partial, Replicate, Shard, distribute, make_mesh
 from starling.transforms.stage import make_ir
 

@@ -10,8 +10,9 @@ one block of its file:
   lu_solve), ``qr_factorization.py``, ``singular_values.py`` (svd, svdvals),
   ``hermitian_eigen.py`` (eigh, eigvalsh), ``pseudo_inverse.py`` (pinv, matrix_rank),
   ``norms.py`` (vector_norm, matrix_norm, norm, cond), ``products.py`` (matrix_power,
-  multi_dot), ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``sqrtm.py``
-  (matrix_sqrth), ``polar_decomposition.py`` (polar), ``general_eigen.py`` (eig, eigvals),
+  multi_dot), ``matrix_exponential.py`` (matrix_exp, expm_frechet), ``hermitian_sqrt.py``
+  (matrix_sqrth), ``sylvester.py`` (solve_sylvester, sqrtm of a general matrix),
+  ``polar_decomposition.py`` (polar), ``general_eigen.py`` (eig, eigvals),
   ``least_squares.py`` (lstsq), ``tensor_equations.py`` (tensorsolve, tensorinv);
   ``jacobi.py``: the native batched Jacobi eigh / SVD kernels (native/jacobi.cpp) that eigh and
   svd use for stacks of small matrices (LAPACK otherwise).
@@ -65,7 +66,8 @@ from .products import matrix_power, multi_dot  # noqa: F401
 from .qr_factorization import qr  # noqa: F401
 from .linear_solve import inv, inv_ex, solve, solve_ex  # noqa: F401
 from .singular_values import svd, svdvals  # noqa: F401
-from .sqrtm import matrix_sqrth  # noqa: F401
+from .hermitian_sqrt import matrix_sqrth  # noqa: F401
+from .sylvester import solve_sylvester, sqrtm  # noqa: F401
 from .tensor_equations import tensorinv, tensorsolve  # noqa: F401
 from .triangular import cholesky_solve, solve_triangular, triangular_solve  # noqa: F401
 
@@ -75,6 +77,7 @@ __all__ = [
     "cholesky_solve", "cond", "det", "eig", "eigh", "eigvals", "eigvalsh", "expm_frechet", "inv",
     "inv_ex", "lstsq", "lu", "lu_factor", "lu_factor_ex", "lu_solve", "matrix_exp", "matrix_norm",
     "matrix_power", "matrix_rank", "matrix_sqrth", "multi_dot", "norm", "pinv", "polar", "qr",
-    "slogdet", "solve", "solve_ex", "solve_triangular", "svd", "svdvals", "tensorinv",
+    "slogdet", "solve", "solve_ex", "solve_sylvester", "solve_triangular", "sqrtm", "svd",
+    "svdvals", "tensorinv",
     "tensorsolve", "triangular_solve", "vector_norm",
 ]

@@ -12,7 +12,7 @@ from ._common import (
     mm, zeros_for,
 )
 from .linear_solve import solve_p
-from .sqrtm import hermitian_sylvester_p
+from .hermitian_sqrt import hermitian_sylvester_p
 
 
 # ---- QDWH (NumPy, batched) ---------------------------------------------------------------------
