@@ -2,8 +2,9 @@
 
 Method: direct summation. The zero-padded first operand is gathered into a window matrix
 ``(out, m)`` (one ``take`` with a static index matrix) and contracted with the (flipped /
-conjugated) second operand by one matmul: O(out * m) work and memory, exact for integers,
-differentiable in both operands (gather transposes to scatter-add), and it vmaps.
+conjugated) second operand: one matmul where no window reaches the padding, else a masked
+product and sum (so inf / NaN stay where NumPy puts them). O(out * m) work and memory, exact
+for integers, differentiable in both operands (gather transposes to scatter-add); it vmaps.
 """
 from __future__ import annotations
 
@@ -33,15 +34,20 @@ def _operands(op, a, v, mode):
 
 def _windows_dot(a, k, start, length):
     """``out[i] = sum_j a_pad[start + i + j] * k[j]`` for ``i < length``, where ``a_pad`` is
-    ``a`` with ``len(k) - 1`` zeros on both sides."""
+    ``a`` with ``len(k) - 1`` zeros on both sides; products with the padding are left out
+    (not added as ``0 * k[j]``), so an inf / NaN in ``k`` only reaches the outputs whose
+    sums hold it, as in NumPy."""
     snp = _ns()
-    m = k.shape[0]
+    n, m = a.shape[0], k.shape[0]
     a_pad = snp.pad(a, (m - 1, m - 1)) if m > 1 else a
     idx = (start + np.arange(length))[:, None] + np.arange(m)[None, :]
     windows = snp.take(a_pad, snp.asarray(idx.astype(np.int64)))
+    inside = (idx >= m - 1) & (idx < n + m - 1)
     if a.dtype == dtypes.bool_:  # NumPy: a logical sum of products
-        return snp.any(windows & k, axis=1)
-    return snp.matmul(windows, k)
+        return snp.any(windows & k & snp.asarray(inside), axis=1)
+    if inside.all() or not dtypes.is_inexact(a.dtype):
+        return snp.matmul(windows, k)
+    return snp.sum(snp.where(snp.asarray(inside), windows * k, 0), axis=1)
 
 
 def _span(mode, n, m, same_start):

@@ -50,7 +50,7 @@ def vander(x, N=None, increasing=False):  # noqa: N803  (NumPy's name)
         return snp.zeros((n, 0), dtype=x.dtype)
     cols = snp.concatenate([snp.ones((n, 1), dtype=x.dtype),
                             snp.broadcast_to(x[:, None], (n, N - 1))], axis=1)
-    out = snp.cumprod(cols, axis=1)
+    out = snp.cumprod(cols, axis=1, dtype=x.dtype)
     return out if increasing else snp.flip(out, axis=1)
 
 
