@@ -43,7 +43,8 @@ MESH2 = make_mesh((2, 2), ("a", "b"), devices=starling.devices()[:4])
 REASSOCIATING = re.compile(
     r"^(fft\..*|linalg\..*|trace|matmul|dot|vdot|inner|tensordot|einsum|vecdot|kron|cross|sum|"
     r"prod|mean|var|std|nansum|nanprod|nanmean|nanvar|nanstd|logsumexp|average|cumsum|cumprod|"
-    r"cumulative_sum|cumulative_prod|quantile|percentile|median|allclose|isclose)$")
+    r"cumulative_sum|cumulative_prod|quantile|percentile|median|allclose|isclose|"
+    r"convolve|correlate|cov|corrcoef|trapezoid|polyfit)$")
 
 
 def _seed(*parts) -> int:

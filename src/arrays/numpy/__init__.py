@@ -20,6 +20,16 @@ from ..ops.shape import *  # noqa: F401,F403
 from ..ops.creation import *  # noqa: F401,F403
 from ..ops.indexing import *  # noqa: F401,F403
 from ..ops.linear import *  # noqa: F401,F403
+# numeric extras: differences, interpolation, histograms, set operations, convolution,
+# covariance, polynomials, windows
+from ..ops.differences import *  # noqa: F401,F403
+from ..ops.interpolation import *  # noqa: F401,F403
+from ..ops.set_ops import *  # noqa: F401,F403
+from ..ops.histograms import *  # noqa: F401,F403
+from ..ops.convolution import *  # noqa: F401,F403
+from ..ops.covariance import *  # noqa: F401,F403
+from ..ops.polynomials import *  # noqa: F401,F403
+from ..ops.windows import *  # noqa: F401,F403
 from .dtype_functions import *  # noqa: F401,F403
 from .constants import *  # noqa: F401,F403
 from . import fft, linalg  # noqa: F401
