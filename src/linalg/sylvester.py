@@ -44,14 +44,25 @@ def _per_matrix(fn, out_shape, out_dtype, *stacks):
 sylvester_p = Primitive("solve_sylvester", family="linalg")
 
 
-def _sylvester_impl(a, b, c):
+def _solve_unique(a, b, c):
+    """``scipy.linalg.solve_sylvester``, or ValueError when the solution is not unique (to
+    rounding): ``a`` and ``-b`` share an eigenvalue. LAPACK ``trsyl`` would scale its way to
+    an enormous "solution" instead of failing."""
     import scipy.linalg
+    sep = np.abs(np.linalg.eigvals(a)[:, None] + np.linalg.eigvals(b)[None, :]).min(initial=np.inf)
+    size = np.abs(a).max(initial=0) + np.abs(b).max(initial=0)
+    if not sep > 16 * np.finfo(a.dtype).eps * max(a.shape[0], b.shape[0]) * size:
+        raise ValueError("solve_sylvester: a and -b share an eigenvalue")
+    return scipy.linalg.solve_sylvester(a, b, c)
+
+
+def _sylvester_impl(a, b, c):
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
     m, n = c.shape[-2:]
     if c.size == 0:
         return np.zeros(c.shape, c.dtype)
     k = int(np.prod(c.shape[:-2], dtype=np.int64))
-    out = _per_matrix(scipy.linalg.solve_sylvester, (k, m, n), c.dtype, a.reshape((k, m, m)),
+    out = _per_matrix(_solve_unique, (k, m, n), c.dtype, a.reshape((k, m, m)),
                       b.reshape((k, n, n)), c.reshape((k, m, n)))
     return out.reshape(c.shape)
 
