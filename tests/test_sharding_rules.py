@@ -98,6 +98,9 @@ NATURAL = {
     "matrix_exp": (starling.linalg.matrix_exp, [(SPD, S0)], [S0]),
     "expm_frechet": (starling.linalg.expm_frechet, [(SPD, S0), (SPD, S0)], [S0]),
     "matrix_sqrth": (starling.linalg.matrix_sqrth, [(SPD, S0)], [S0]),
+    "sqrtm": (starling.linalg.sqrtm, [(SPD, S0)], [S0]),
+    "solve_sylvester": (starling.linalg.solve_sylvester, [(SPD, S0), (SPD, S0), (SPD, S0)],
+                        [S0]),
     "hermitian_sylvester": (hermitian_sylvester, [(SPD, S0), (SPD, S0)], [S0]),
     "polar": (starling.linalg.polar, [(SPD, S0)], [S0, S0]),
     "fft": (lambda x: snp.fft.fft(x, axis=1), [(X.astype(np.complex128), S0)], [S0]),
@@ -126,6 +129,8 @@ NATURAL["squeeze"] = (lambda x: snp.squeeze(x, 1), [(X[:, :1], S0)], [S0])
 NATURAL["pad"] = (lambda x: snp.pad(x, ((0, 0), (1, 2))), [(X, S0)], [S0])
 NATURAL["slice"] = (lambda x: x[:, 1:4], [(X, S0)], [S0])
 NATURAL["eig"] = (snp.linalg.eig, [(SPD, S0)], [S0, S0])
+NATURAL["reduce_precision"] = (lambda x: starling.lax.reduce_precision(x, 5, 10), [(X, S1)],
+                               [S1])
 
 # Primitives that get their own tests below (position-dependent pieces, bodies).
 ELSEWHERE = {"iota": "test_iota_split_counts_from_its_start",
