@@ -1,0 +1,7 @@
+"""``starling.scipy``: SciPy's names over Starling's primitives (``starling.scipy.special``).
+
+Each submodule is a namespace of its own; this file only imports them.
+"""
+from . import special
+
+__all__ = ["special"]
