@@ -271,25 +271,19 @@ log_ndtr = special_op(
           "tail (it tends to ``-x`` for ``x -> -inf``, to 0 for ``x -> inf``).")
 
 
-def ndtr(x):
-    """Elementwise standard normal CDF ``ndtr(x) = (1 + erf(x / sqrt 2)) / 2``.
-
-    Args:
-        x: array of shape ``(*shape)``; real dtype (bool / integers are promoted to float32;
-            complex raises TypeError).
-    Returns:
-        Array of shape ``(*shape)``, the (floating) dtype of ``x``.
-    Raises:
-        TypeError: complex input (the message names the op).
-
-    Method: ``erfc(-x / sqrt 2) / 2`` (Cody's erfc, see ``erfc``), which keeps full relative
-    precision in the lower tail (``ndtr(-37) == 5.7e-300``); the rounding of ``x / sqrt 2``
-    costs about ``x**2`` ulps there, as in Cephes' ``ndtr``. Derivative: the normal density,
-    through ``erfc``'s.
-    """
-    return multiply(erfc(multiply(x, -_SQRT_HALF)), 0.5)
+ndtr = special_op(
+    "ndtr", lambda x: _erfc_np(x * -_SQRT_HALF) * 0.5, [("x", "any real value.")],
+    summary="Elementwise standard normal CDF ``ndtr(x) = (1 + erf(x / sqrt 2)) / 2``.",
+    method="``erfc(-x / sqrt 2) / 2`` with Cody's erfc (see ``erfc``) in float64, rounded once: "
+           "full relative precision in the lower tail (``ndtr(-37) == 5.7e-300``) up to the "
+           "rounding of ``x / sqrt 2``, which costs about ``x**2`` float64 ulps there (as in "
+           "Cephes / SciPy); float32 results are correctly rounded.",
+    notes="``ndtr(-inf) == 0``, ``ndtr(inf) == 1``. Derivative: the normal density "
+          "``exp(-x**2 / 2) / sqrt(2 pi)``.")
 
 
+defjvp(ndtr.primitive, lambda g, ans, x: multiply(
+    g, divide(exp(multiply(square(x), -0.5)), _SQRT_2PI)))
 defjvp(erfinv.primitive, lambda g, ans, x: multiply(g, multiply(exp(square(ans)), _SQRT_PI_2)))
 defjvp(erfcx.primitive, lambda g, ans, x: multiply(
     g, subtract(multiply(2.0, multiply(x, ans)), _TWO_OVER_SQRT_PI)))
