@@ -272,7 +272,7 @@ def test_missing_derivatives_raise():
         starling.grad(lax.random_gamma_grad, argnums=1)(A(2.0), A(2.0))
 
 
-# ---- vmap, compile --------------------------------------------------------------------------------
+# ---- vmap, compile -------------------------------------------------------------------------------
 def test_vmap_matches_loop():
     rng = np.random.default_rng(0)
     a, b = rng.uniform(0.1, 5, (3, 4)), rng.uniform(0.1, 5, (4,))
@@ -306,7 +306,7 @@ def test_compile_matches_eager():
         np.testing.assert_allclose(np.asarray(u), np.asarray(v), rtol=1e-14)
 
 
-# ---- namespaces -----------------------------------------------------------------------------------
+# ---- namespaces ----------------------------------------------------------------------------------
 def test_namespaces():
     import starling.scipy.special as m
     assert m is starling.scipy.special
