@@ -35,7 +35,7 @@ import scipy.special as _sc
 from ...core import casting, dtypes
 from .arithmetic import divide, multiply, negative, square, subtract
 from .math_basic import exp
-from .elementwise_docs import ACCEPTS, entry, unary_doc
+from .elementwise_docs import ACCEPTS, entry, fill, unary_doc
 from .elementwise_family import nary, unary
 from .rules import defjvp
 
@@ -149,13 +149,10 @@ def special_doc(summary, args, *, method, notes=""):
         notes: special values, derivatives (str, one paragraph).
     """
     many = len(args) > 1
-    text = summary + "\n\nArgs:\n"
+    shape = "shapes broadcasting to ``(*shape)``" if many else "shape ``(*shape)``"
+    text = fill(summary) + "\n\nArgs:\n"
     for name, desc in args:
-        shape = "shapes broadcasting to ``(*shape)``" if many else "shape ``(*shape)``"
         text += entry(f"{name}: ", f"array or Python scalar of {shape}; {desc}")
-    dtype_rule = ("operands promote by JAX rules to one real floating dtype (float32 when all "
-                  "are bool / integer); " if many else "") + ACCEPTS["real_inexact"]
-    text += entry("", "Dtypes: " + dtype_rule + ".", indent=4)
     text += "Returns:\n" + entry("", "Array of shape ``(*shape)`` and the (promoted) floating "
                                       "dtype.")
     text += "Raises:\n" + entry("TypeError: ", "complex operands, or dtypes without a "
@@ -163,7 +160,11 @@ def special_doc(summary, args, *, method, notes=""):
     if many:
         text += entry("ValueError: ", "the shapes do not broadcast (the message names the op "
                                       "and the shapes).")
-    text += "\nMethod: " + method + ("\n\n" + notes if notes else "") + "\n"
+    dtype_rule = "Dtypes: " + ("operands promote by JAX rules to one dtype; " if many else "") + \
+        ACCEPTS["real_inexact"] + "."
+    text += "\n" + fill(dtype_rule) + "\n\n" + fill("Method: " + method) + "\n"
+    if notes:
+        text += "\n" + fill(notes) + "\n"
     return text
 
 
@@ -277,7 +278,7 @@ ndtr = special_op(
     method="``erfc(-x / sqrt 2) / 2`` with Cody's erfc (see ``erfc``) in float64, rounded once: "
            "full relative precision in the lower tail (``ndtr(-37) == 5.7e-300``) up to the "
            "rounding of ``x / sqrt 2``, which costs about ``x**2`` float64 ulps there (as in "
-           "Cephes / SciPy); float32 results are correctly rounded.",
+           "Cephes / SciPy); float32 results are correctly rounded up to rare near-ties.",
     notes="``ndtr(-inf) == 0``, ``ndtr(inf) == 1``. Derivative: the normal density "
           "``exp(-x**2 / 2) / sqrt(2 pi)``.")
 

@@ -4,9 +4,9 @@ Every function is elementwise with NumPy broadcasting (except ``logsumexp`` / ``
 ``log_softmax``, which reduce over axes), accepts arrays or Python scalars, promotes by JAX
 rules (bool / integers to float32) and keeps the floating dtype. All are differentiable in
 forward and reverse mode to every order where the maths allows (the exceptions raise
-NotImplementedError: ``polygamma`` in ``n``, ``zeta`` in ``x``, and second derivatives of
-``gammainc`` / ``gammaincc`` in ``a`` and of ``betainc`` in ``a`` / ``b``), batch under
-``vmap`` and run inside ``compile``.
+NotImplementedError: ``polygamma`` in ``n``, ``zeta`` in ``x``, third derivatives of
+``gammainc`` / ``gammaincc`` in ``a``, second derivatives of ``betainc`` in ``a`` / ``b``),
+batch under ``vmap`` and run inside ``compile``.
 
 The primitives live in ``starling/arrays/ops/special*.py``, each with its method and source;
 ``starling.lax`` has JAX's spellings (``lgamma``, ``igamma``, ``erf_inv``, ``bessel_i0e``, ...).
