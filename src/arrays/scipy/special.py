@@ -13,7 +13,8 @@ The primitives live in ``starling/arrays/ops/special*.py``, each with its method
 """
 from __future__ import annotations
 
-from ..numpy import log, log1p, logical_and, logical_or, equal, isinf, less, less_equal, where
+from ..numpy import (arctanh, equal, greater_equal, isinf, less, less_equal, log, log1p,
+                     logical_and, logical_or, where)
 from ..numpy import logsumexp  # noqa: F401  (SciPy's logsumexp(a, axis, b, keepdims, return_sign))
 from ..ops.elementwise_family import promote_operands
 from ..ops.arithmetic import multiply, negative, subtract
@@ -124,11 +125,15 @@ def logit(p):
     Raises:
         TypeError: complex input.
 
-    Method: ``log(p) - log1p(-p)`` (no rounding of ``1 - p`` before the log, so
-    ``logit(1e-20)`` and ``logit(1 - 2**-53)`` are accurate); derivative ``1 / (p (1 - p))``.
+    Method: ``2 atanh(2p - 1)`` for ``1/4 <= p <= 3/4`` (``2p - 1`` is exact there, and no
+    two logs cancel near ``p = 1/2``), ``log(p) - log1p(-p)`` outside (the terms differ in
+    size: no cancellation, and ``1 - p`` is never rounded, so ``logit(1e-20)`` is accurate).
+    Derivative ``1 / (p (1 - p))``.
     """
     (p,) = promote_operands("logit", (p,), "real_inexact")
-    return subtract(log(p), log1p(negative(p)))
+    mid = logical_and(greater_equal(p, 0.25), less_equal(p, 0.75))
+    centre = multiply(arctanh(subtract(multiply(where(mid, p, 0.5), 2.0), 1.0)), 2.0)
+    return where(mid, centre, subtract(log(p), log1p(negative(p))))
 
 
 def expit(x):
