@@ -76,6 +76,18 @@ def test_unary_values_float32(name, ref, xs):
                                    equal_nan=True, err_msg=name)
 
 
+def test_logit_near_one_half_against_mpmath():
+    p = np.array([0.5 + 2.0**-k for k in (2, 10, 30, 52)] + [0.5 - 2.0**-k for k in (3, 20, 53)]
+                 + [0.3, 0.7, 1e-300, 1 - 2.0**-53])
+    with mpmath.workdps(40):
+        want = [float(mpmath.log(mpmath.mpf(v) / (1 - mpmath.mpf(v)))) for v in p]
+    assert rel_err(ss.logit(A(p)), want) <= 2.0**-52
+    p32 = p[:-2].astype(np.float32)
+    with mpmath.workdps(40):
+        want = [float(mpmath.log(mpmath.mpf(float(v)) / (1 - mpmath.mpf(float(v))))) for v in p32]
+    assert rel_err(ss.logit(A(p32, np.float32)), want) <= 2.0**-22
+
+
 def test_integer_and_low_precision_inputs():
     assert ss.gammaln(snp.asarray([1, 2, 3])).dtype == snp.float32
     np.testing.assert_allclose(np.asarray(ss.gammaln(snp.asarray([1, 2, 5]))), [0, 0, math.log(24)],
