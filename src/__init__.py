@@ -38,6 +38,7 @@ _sys.modules[__name__ + ".random"] = random
 
 from .arrays import scipy  # noqa: E402,F401
 _sys.modules[__name__ + ".scipy"] = scipy
+_sys.modules[__name__ + ".scipy.linalg"] = scipy.linalg
 _sys.modules[__name__ + ".scipy.special"] = scipy.special
 
 __version__ = "0.1.0"
