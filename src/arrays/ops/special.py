@@ -270,15 +270,38 @@ log_ndtr = special_op(
     notes="``log_ndtr(-inf) == -inf``, ``log_ndtr(inf) == 0``. Derivative ``pdf(x) / cdf(x)`` "
           "computed as ``1 / (sqrt(pi / 2) erfcx(-x / sqrt 2))``: no cancellation in either "
           "tail (it tends to ``-x`` for ``x -> -inf``, to 0 for ``x -> inf``).")
+_SQRT_HALF_LO = -4.833646656726457e-17   # sqrt(1/2) - _SQRT_HALF (the double's error)
+
+
+def _split(v):
+    # Veltkamp's split: v == hi + lo exactly, each with at most 26 significant bits
+    t = v * 134217729.0   # 2**27 + 1
+    hi = t - (t - v)
+    return hi, v - hi
+
+
+def _ndtr_np(x):
+    """``erfc(-x / sqrt 2) / 2`` with ``x / sqrt 2 = z + dz`` to double-double precision (Dekker's
+    exact product and the error of sqrt(1/2)'s double), and the first-order correction
+    ``erfc(-z - dz) = erfc(-z) + dz * 2/sqrt(pi) exp(-z**2)``: no ``x**2``-ulp loss in the tail."""
+    z = x * _SQRT_HALF
+    with np.errstate(invalid="ignore", over="ignore"):
+        xh, xl = _split(np.where(np.isfinite(x) & (np.abs(x) < 1e300), x, 0.0))
+        ch, cl = _split(np.float64(_SQRT_HALF))
+        dz = ((xh * ch - z) + xh * cl + xl * ch) + xl * cl + x * _SQRT_HALF_LO
+        corr = dz * _TWO_OVER_SQRT_PI * _exp_neg_sq(np.minimum(np.abs(z), 30.0))
+    out = (_erfc_np(-z) + np.where(np.isfinite(corr), corr, 0.0)) * 0.5
+    return np.where(np.isnan(x), x, out)
 
 
 ndtr = special_op(
-    "ndtr", lambda x: _erfc_np(x * -_SQRT_HALF) * 0.5, [("x", "any real value.")],
+    "ndtr", _ndtr_np, [("x", "any real value.")],
     summary="Elementwise standard normal CDF ``ndtr(x) = (1 + erf(x / sqrt 2)) / 2``.",
-    method="``erfc(-x / sqrt 2) / 2`` with Cody's erfc (see ``erfc``) in float64, rounded once: "
-           "full relative precision in the lower tail (``ndtr(-37) == 5.7e-300``) up to the "
-           "rounding of ``x / sqrt 2``, which costs about ``x**2`` float64 ulps there (as in "
-           "Cephes / SciPy); float32 results are correctly rounded up to rare near-ties.",
+    method="``erfc(-x / sqrt 2) / 2`` with Cody's erfc (see ``erfc``) in float64, rounded once, "
+           "where ``x / sqrt 2`` is carried to double-double precision (Dekker's exact product) "
+           "and its low part enters through the first-order correction ``dz * 2/sqrt(pi) "
+           "exp(-z**2)``: full relative precision in the lower tail (``ndtr(-37) == 5.7e-300``; "
+           "Cephes / SciPy lose about ``x**2`` ulps there to the rounding of ``x / sqrt 2``).",
     notes="``ndtr(-inf) == 0``, ``ndtr(inf) == 1``. Derivative: the normal density "
           "``exp(-x**2 / 2) / sqrt(2 pi)``.")
 
