@@ -36,6 +36,11 @@ _sys.modules[__name__ + ".numpy.linalg"] = _linalg
 from .arrays import random  # noqa: E402,F401
 _sys.modules[__name__ + ".random"] = random
 
+from .arrays import scipy  # noqa: E402,F401
+_sys.modules[__name__ + ".scipy"] = scipy
+_sys.modules[__name__ + ".scipy.linalg"] = scipy.linalg
+_sys.modules[__name__ + ".scipy.special"] = scipy.special
+
 __version__ = "0.1.0"
 
 from .arrays.ops.autodiff import stop_gradient  # noqa: E402,F401

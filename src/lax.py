@@ -31,6 +31,10 @@ results have zero tangents). The implementations live in src/arrays/lax/, one co
   ``conv_dimension_numbers``, ``ConvDimensionNumbers``.
 
 * barrier.py: ``optimization_barrier`` (an identity primitive no compiler pass sees through).
+* special functions (src/arrays/ops/special*.py, SciPy's names in ``starling.scipy.special``):
+  ``erf``, ``erfc``, ``erf_inv``, ``lgamma``, ``digamma``, ``polygamma``, ``zeta``,
+  ``igamma``, ``igammac``, ``igamma_grad_a``, ``random_gamma_grad``, ``betainc``,
+  ``bessel_i0e``, ``bessel_i1e``; these promote their operands as ``starling.numpy`` does.
 
 Also here: ``dot_general``, ``stop_gradient``, the control flow (``cond``, ``switch``,
 ``while_loop``, ``fori_loop``, ``scan``, ``map``: Starling's own), and the collectives (psum,
@@ -97,3 +101,16 @@ __all__ = [
     "pbroadcast", "all_reduce", "all_gather_single", "reduce_scatter", "reduce_scatter_single",
     "all_to_all_single",
 ]
+
+# ---- special functions (src/arrays/ops/special*.py; SciPy's names: starling.scipy.special) ----
+from .arrays.ops.special import erf, erfc  # noqa: E402,F401
+from .arrays.ops.special import erfinv as erf_inv  # noqa: E402,F401
+from .arrays.ops.special_gamma import digamma, lgamma, polygamma, zeta  # noqa: E402,F401
+from .arrays.ops.special_igamma import (  # noqa: E402,F401
+    igamma, igamma_grad_a, igammac, random_gamma_grad)
+from .arrays.ops.special_beta import betainc  # noqa: E402,F401
+from .arrays.ops.special_bessel import bessel_i0e, bessel_i1e  # noqa: E402,F401
+
+__all__ += ["erf", "erfc", "erf_inv", "lgamma", "digamma", "polygamma", "zeta", "igamma",
+            "igammac", "igamma_grad_a", "random_gamma_grad", "betainc", "bessel_i0e",
+            "bessel_i1e"]

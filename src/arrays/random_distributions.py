@@ -24,6 +24,7 @@ from .convert import operand
 from .ops.axes import normalize_axis
 from .ops.convert_element_type import convert_element_type
 from .ops.elementwise_family import broadcast_shapes
+from .ops.special import ndtr, ndtri
 from .random import (TAG_BITS, _check_key, _is_eager, _native, _random_bits, _random_bits_native,
                      _shape)
 
@@ -223,8 +224,8 @@ def truncated_normal(key, lower, upper, shape=None, dtype=_F32):
     lower tail first (``Phi`` of negative arguments keeps full relative precision), so bounds far
     in either tail work (up to about 37 sigma). ``Phi`` uses W. J. Cody's rational Chebyshev
     erfc (Math. Comp. 1969), ``ndtri`` M. J. Wichura's AS 241 PPND16 (Appl. Stat. 1988); see
-    ``ndtr`` / ``ndtri`` below. The result is clamped to ``[lower, upper]`` after
-    rounding to ``dtype``.
+    ``starling.scipy.special.ndtr`` / ``ndtri``. The result is clamped to
+    ``[lower, upper]`` after rounding to ``dtype``.
 
     Args:
         key: a key, uint32 ``(2,)``.
@@ -394,120 +395,3 @@ def categorical(key, logits, axis=-1, shape=None):
         lg = snp.moveaxis(lg, ax, -1)
     noisy = snp.add(lg, gumbel(k, shape + (n,), cd))
     return snp.argmax(noisy, axis=-1)
-
-
-# ---- special functions (float64 compositions; used by truncated_normal) ------------------------
-# W. J. Cody, "Rational Chebyshev approximations for the error function", Math. Comp. 23 (1969)
-# 631-637: erf on |x| <= 0.46875, erfc on 0.46875 < |x| <= 4 and |x| > 4 (coefficients of his
-# CALERF, relative error below 1e-16 on each interval).
-_ERF_A = (3.1611237438705656, 113.864154151050156, 377.485237685302021, 3209.37758913846947,
-          0.185777706184603153)
-_ERF_B = (23.6012909523441209, 244.024637934444173, 1282.61652607737228, 2844.23683343917062)
-_ERFC_C = (0.564188496988670089, 8.88314979438837594, 66.1191906371416295, 298.635138197400131,
-           881.95222124176909, 1712.04761263407058, 2051.07837782607147, 1230.33935479799725,
-           2.15311535474403846e-8)
-_ERFC_D = (15.7449261107098347, 117.693950891312499, 537.181101862009858, 1621.38957456669019,
-           3290.79923573345963, 4362.61909014324716, 3439.36767414372164, 1230.33935480374942)
-_ERFC_P = (0.305326634961232344, 0.360344899949804439, 0.125781726111229246,
-           0.0160837851487422766, 6.58749161529837803e-4, 0.0163153871373020978)
-_ERFC_Q = (2.56852019228982242, 1.87295284992346047, 0.527905102951428412,
-           0.0605183413124413191, 0.00233520497626869185)
-_INV_SQRT_PI = 0.56418958354775628695
-
-
-def _cody_ratio(x, num, den, lead_num):
-    # Cody's nested form: ((lead_num x + num0) x + num1) x ... / ((x + den0) x + den1) x ...
-    xnum = snp.multiply(x, lead_num)
-    xden = x
-    for a, b in zip(num, den):
-        xnum = snp.multiply(snp.add(xnum, a), x)
-        xden = snp.multiply(snp.add(xden, b), x)
-    return xnum, xden
-
-
-def _exp_neg_sq(y):
-    # exp(-y*y) without the rounding error of y*y: y = t + d with t = floor(16 y) / 16 exact.
-    t = snp.divide(snp.floor(snp.multiply(y, 16.0)), 16.0)
-    d = snp.multiply(snp.subtract(y, t), snp.add(y, t))
-    return snp.multiply(snp.exp(snp.negative(snp.multiply(t, t))), snp.exp(snp.negative(d)))
-
-
-def erfc(x):
-    """Complementary error function of float64 ``x`` (any shape), by Cody's rational Chebyshev
-    approximations (relative error ~1e-16; ``erfc(x) = 2 - erfc(-x)`` for x < 0)."""
-    y = snp.minimum(snp.abs(x), 30.0)  # erfc(30) underflows to 0: avoids inf - inf below
-    ysq = snp.multiply(y, y)
-    num, den = _cody_ratio(ysq, _ERF_A[:3], _ERF_B[:3], _ERF_A[4])
-    erf_small = snp.divide(snp.multiply(x, snp.add(num, _ERF_A[3])), snp.add(den, _ERF_B[3]))
-    num, den = _cody_ratio(y, _ERFC_C[:7], _ERFC_D[:7], _ERFC_C[8])
-    mid = snp.divide(snp.add(num, _ERFC_C[7]), snp.add(den, _ERFC_D[7]))
-    z = snp.divide(1.0, snp.maximum(ysq, 16.0))
-    num, den = _cody_ratio(z, _ERFC_P[:4], _ERFC_Q[:4], _ERFC_P[5])
-    tail = snp.multiply(z, snp.divide(snp.add(num, _ERFC_P[4]), snp.add(den, _ERFC_Q[4])))
-    tail = snp.divide(snp.subtract(_INV_SQRT_PI, tail), snp.maximum(y, 4.0))
-    big = snp.multiply(_exp_neg_sq(y), snp.where(snp.less_equal(y, 4.0), mid, tail))
-    big = snp.where(snp.less(x, 0.0), snp.subtract(2.0, big), big)
-    out = snp.where(snp.less_equal(y, 0.46875), snp.subtract(1.0, erf_small), big)
-    return snp.where(snp.isnan(x), x, out)
-
-
-def ndtr(x):
-    """Standard normal CDF ``Phi(x) = erfc(-x / sqrt 2) / 2`` of float64 ``x``."""
-    return snp.multiply(erfc(snp.multiply(x, -0.70710678118654752440)), 0.5)
-
-
-# M. J. Wichura, "Algorithm AS 241: The percentage points of the normal distribution", Applied
-# Statistics 37 (1988) 477-484, PPND16 (relative error ~1e-16): a degree-7 rational function in
-# three regions (|p - 1/2| <= 0.425; r = sqrt(-log min(p, 1-p)) <= 5; r > 5).
-_AS241_A = (3.3871328727963666080, 1.3314166789178437745e2, 1.9715909503065514427e3,
-            1.3731693765509461125e4, 4.5921953931549871457e4, 6.7265770927008700853e4,
-            3.3430575583588128105e4, 2.5090809287301226727e3)
-_AS241_B = (1.0, 4.2313330701600911252e1, 6.8718700749205790830e2, 5.3941960214247511077e3,
-            2.1213794301586595867e4, 3.9307895800092710610e4, 2.8729085735721942674e4,
-            5.2264952788528545610e3)
-_AS241_C = (1.42343711074968357734, 4.63033784615654529590, 5.76949722146069140550,
-            3.64784832476320460504, 1.27045825245236838258, 2.41780725177450611770e-1,
-            2.27238449892691845833e-2, 7.74545014278341407640e-4)
-_AS241_D = (1.0, 2.05319162663775882187, 1.67638483018380384940, 6.89767334985100004550e-1,
-            1.48103976427480074590e-1, 1.51986665636164571966e-2, 5.47593808499534494600e-4,
-            1.05075007164441684324e-9)
-_AS241_E = (6.65790464350110377720, 5.46378491116411436990, 1.78482653991729133580,
-            2.96560571828504891230e-1, 2.65321895265761230930e-2, 1.24266094738807843860e-3,
-            2.71155556874348757815e-5, 2.01033439929228813265e-7)
-_AS241_F = (1.0, 5.99832206555887937690e-1, 1.36929880922735805310e-1,
-            1.48753612908506148525e-2, 7.86869131145613259100e-4, 1.84631831751005468180e-5,
-            1.42151175831644588870e-7, 2.04426310338993978564e-15)
-
-
-def _horner(x, coeffs):
-    # coeffs in increasing degree: c0 + c1 x + ... (evaluated from the top).
-    acc = snp.multiply(x, coeffs[-1])
-    for c in coeffs[-2:0:-1]:
-        acc = snp.multiply(snp.add(acc, c), x)
-    return snp.add(acc, coeffs[0])
-
-
-def _rational(x, num, den):
-    return snp.divide(_horner(x, num), _horner(x, den))
-
-
-def ndtri(p):
-    """Inverse of the standard normal CDF for float64 ``p`` (Wichura's AS 241 PPND16).
-
-    ``ndtri(0) = -inf``, ``ndtri(1) = inf``, NaN outside [0, 1].
-    """
-    q = snp.subtract(p, 0.5)
-    central = snp.multiply(q, _rational(snp.subtract(0.180625, snp.multiply(q, q)),
-                                        _AS241_A, _AS241_B))
-    lower = snp.less(q, 0.0)
-    r = snp.where(lower, p, snp.subtract(1.0, p))
-    r = snp.sqrt(snp.negative(snp.log(snp.maximum(r, 1e-300))))
-    near = _rational(snp.subtract(r, 1.6), _AS241_C, _AS241_D)
-    far = _rational(snp.subtract(r, 5.0), _AS241_E, _AS241_F)
-    tail = snp.where(snp.less_equal(r, 5.0), near, far)
-    out = snp.where(snp.less_equal(snp.abs(q), 0.425), central,
-                    snp.where(lower, snp.negative(tail), tail))
-    out = snp.where(snp.less_equal(p, 0.0), -np.inf, snp.where(snp.greater_equal(p, 1.0),
-                                                                  np.inf, out))
-    bad = snp.logical_or(snp.logical_or(snp.less(p, 0.0), snp.greater(p, 1.0)), snp.isnan(p))
-    return snp.where(bad, np.nan, out)

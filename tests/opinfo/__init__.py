@@ -27,7 +27,8 @@ class Sample:
 class OpInfo:
     """Metadata of one op.
 
-    name: attribute of starling.numpy (dotted for submodules: "linalg.inv", "fft.fft").
+    name: attribute of starling.numpy (dotted for submodules: "linalg.inv", "fft.fft"), or of
+        starling for "scipy." and "lax." names.
     ref: NumPy/SciPy reference taking the same arguments (as NumPy arrays).
     dtypes: the dtypes to test.
     samples: ``samples(rng, dtype) -> list[Sample]``.
@@ -84,12 +85,11 @@ def register(*infos):
 
 
 def resolve(name):
-    """``name`` in starling.numpy, or in starling.lax for names starting with ``lax.``."""
+    """``name`` in starling.numpy, or in starling.lax / starling.scipy for names starting with
+    ``lax.`` / ``scipy.`` ("lax.igamma", "scipy.special.gammaln")."""
+    import starling
     import starling.numpy as snp
-    obj = snp
-    if name.startswith("lax."):
-        import starling.lax as obj
-        name = name[len("lax."):]
+    obj = starling if name.split(".")[0] in ("lax", "scipy") else snp
     for part in name.split("."):
         obj = getattr(obj, part)
     return obj
