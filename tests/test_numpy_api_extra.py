@@ -578,3 +578,43 @@ def test_numpy_keyword_spellings():
     assert snp.asarray(x).swapaxes(axis1=0, axis2=1).shape == (3, 2, 4)
     with pytest.raises(ValueError, match="order"):
         snp.asarray([1], None, "Q")
+
+
+# ---- every array-taking op: compiled == eager, vmap == loop ---------------------------------------
+
+_RNG = np.random.default_rng(8)
+_F = _RNG.normal(size=(2, 3, 4))
+_F[0, 1, 2] = NAN
+_TRANSFORM_CASES = {
+    "tril_indices_from": (lambda a: snp.tril_indices_from(a, 1)[1] + snp.sum(a > 0), _F),
+    "ix_": (lambda i: snp.ix_(i[:2], i[1:])[1], np.array([[0, 2, 1], [1, 1, 0]])),
+    "nanargmax": (lambda a: snp.nanargmax(a, axis=-1), _F),
+    "nancumsum": (lambda a: snp.nancumsum(a, axis=0), _F),
+    "nanmedian": (lambda a: snp.nanmedian(a, axis=1), _F),
+    "nanpercentile": (lambda a: snp.nanpercentile(a, 40.0), _F),
+    "partition": (lambda a: snp.partition(a, -1, axis=0), _F),
+    "resize": (lambda a: snp.resize(a, (2, 7)), _F),
+    "rollaxis": (lambda a: snp.rollaxis(a, 1), _F),
+    "block": (lambda a: snp.block([[a, a[:, :1]], [a[:1], a[:1, :1]]]), _F),
+    "packbits": (lambda a: snp.packbits(a > 0, axis=0), _F),
+    "unpackbits": (lambda a: snp.unpackbits(a), np.array([[1, 255], [128, 7]], np.uint8)),
+    "bitwise_count": (snp.bitwise_count, np.array([[-1, 7], [1 << 40, 0]])),
+    "iscomplex": (lambda a: snp.iscomplex(a + 1j * (a > 0)), _F),
+    "vectorize": (lambda a: snp.vectorize(lambda u, v: snp.dot(u, v), signature="(n),(n)->()")(
+        a[0], a[1]), _RNG.normal(size=(2, 2, 3, 3))),
+    "apply_along_axis": (lambda a: snp.apply_along_axis(snp.cumsum, 0, a), _F),
+    "apply_over_axes": (lambda a: snp.apply_over_axes(snp.nansum, a, (0, 1)), _F),
+    "piecewise": (lambda a: snp.piecewise(a, [a < 0], [snp.exp, lambda t: t]), _F),
+    "where_sized": (lambda a: snp.where(a > 0, size=5, fill_value=-1)[1], _F),
+    "unique_sized": (lambda a: snp.unique(snp.round(a), size=4, return_inverse=True), _F),
+    "fill_diagonal": (lambda a: snp.fill_diagonal(a[:, :3], snp.sum(a)), _F),
+    "lexsort": (lambda a: snp.lexsort([a[0], a[1] > 0]), _F),
+    "r_": (lambda a: snp.r_[a[0], 0.5, a[1]], _F),
+    "c_": (lambda a: snp.c_[a[0], a[1]], _F),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_TRANSFORM_CASES))
+def test_compiled_and_vmapped(name):
+    f, batch = _TRANSFORM_CASES[name]
+    _transforms(f, batch)
