@@ -26,6 +26,7 @@ from ..ops.sorting_partition import *  # noqa: F401,F403
 from ..ops.shape_numpy import *  # noqa: F401,F403
 from ..ops.bits import *  # noqa: F401,F403
 from ..ops.predicates import *  # noqa: F401,F403
+# vectorize & co. are transformations (nested vmap) that NumPy spells as namespace functions.
 from ...transforms.vectorize import *  # noqa: F401,F403
 from . import fft, linalg  # noqa: F401
 
