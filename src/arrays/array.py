@@ -72,14 +72,15 @@ class Array:
         return self._device
 
     def __array_namespace__(self, /, *, api_version=None):
-        """The ``starling.numpy`` module (Array API). ``api_version`` may be None or "2023.12".
+        """The ``starling.numpy`` module (Array API). ``api_version`` may be None, "2024.12" or an
+        earlier version (2021.12, 2022.12, 2023.12).
 
         Raises:
             ValueError: for any other api_version.
         """
-        if api_version not in (None, "2023.12", "2022.12", "2021.12"):
+        if api_version not in (None, "2024.12", "2023.12", "2022.12", "2021.12"):
             raise ValueError(f"__array_namespace__: api_version {api_version!r} is not supported; "
-                             "Starling implements '2023.12'")
+                             "Starling implements '2024.12'")
         from . import numpy as snp
         return snp
 

@@ -273,7 +273,7 @@ def test_array_namespace():
     assert x.__array_namespace__(api_version="2023.12") is xp
     with pytest.raises(ValueError):
         x.__array_namespace__(api_version="1999.01")
-    assert xp.__array_api_version__ == "2023.12"
+    assert xp.__array_api_version__ == "2024.12"
 
 
 def test_to_device():

@@ -1,15 +1,11 @@
-"""``starling.numpy``: the Array API standard (2023.12) plus the NumPy names researchers use.
+"""``starling.numpy``: the Array API standard (2024.12) plus the NumPy names researchers use.
 
 Import it as ``import starling.numpy as snp``. Every function here is a primitive declared in
 src/arrays/ops/ (one file per family) or a composition of primitives.
 """
 from __future__ import annotations
 
-from ...core.dtypes import (  # noqa: F401
-    bfloat16, bool_, complex64, complex128, finfo, float0, float4_e2m1fn, float8_e4m3fn,
-    float8_e5m2, float16, float32, float64, iinfo, int8, int16, int32, int64, uint8, uint16,
-    uint32, uint64,
-)
+from ...core.dtypes import float0  # noqa: F401
 from ..array import Array  # noqa: F401
 from ..ops.arithmetic import *  # noqa: F401,F403
 from ..ops.math import *  # noqa: F401,F403
@@ -32,9 +28,19 @@ from ..ops.polynomials import *  # noqa: F401,F403
 from ..ops.windows import *  # noqa: F401,F403
 from .dtype_functions import *  # noqa: F401,F403
 from .constants import *  # noqa: F401,F403
+from .scalar_types import *  # noqa: F401,F403
+# NumPy's structural / API names (index helpers, nan-statistics, partition, bits, predicates).
+from ..ops.index_tricks import *  # noqa: F401,F403
+from ..ops.reductions_nan import *  # noqa: F401,F403
+from ..ops.sorting_partition import *  # noqa: F401,F403
+from ..ops.shape_numpy import *  # noqa: F401,F403
+from ..ops.bits import *  # noqa: F401,F403
+from ..ops.predicates import *  # noqa: F401,F403
+# vectorize & co. are transformations (nested vmap) that NumPy spells as namespace functions.
+from ...transforms.vectorize import *  # noqa: F401,F403
 from . import fft, linalg  # noqa: F401
 
-__array_api_version__ = "2023.12"
+__array_api_version__ = "2024.12"
 
 bool = bool_  # noqa: A001  (the Array API names the dtype `bool`)
 

@@ -172,37 +172,83 @@ def issubdtype(arg1, arg2, /):
     return dt == _dtype_of("issubdtype", arg2)
 
 
-def finfo(type, /):  # noqa: A002  (Array API name)
-    """Machine limits of a floating dtype (or of an array's dtype): ``bits``, ``eps``, ``max``,
-    ``min``, ``smallest_normal``, ``dtype``; complex dtypes describe their real part.
+class FInfo:
+    """Machine limits of a floating dtype, as the Array API asks: ``bits`` (int), ``eps``,
+    ``max``, ``min``, ``smallest_normal`` (Python floats) and ``dtype`` (the real dtype), plus
+    NumPy's ``tiny`` (= smallest_normal), ``resolution``, ``precision``, ``nmant``, ``nexp``,
+    ``minexp``, ``maxexp``, ``smallest_subnormal`` and ``epsneg``."""
 
+    __slots__ = ("bits", "eps", "max", "min", "smallest_normal", "dtype", "tiny", "resolution",
+                 "precision", "nmant", "nexp", "minexp", "maxexp", "smallest_subnormal",
+                 "epsneg")
+
+    _INTS = ("bits", "precision", "nmant", "nexp", "minexp", "maxexp")
+
+    def __init__(self, fi):
+        for name in self.__slots__:
+            v = getattr(fi, name)
+            if name == "dtype":
+                v = dtypes.canonicalize(v)
+            else:
+                v = builtins.int(v) if name in self._INTS else builtins.float(v)
+            setattr(self, name, v)
+
+    def __repr__(self):
+        return (f"finfo(dtype={self.dtype}, bits={self.bits}, eps={self.eps!r}, "
+                f"max={self.max!r}, min={self.min!r}, smallest_normal={self.smallest_normal!r})")
+
+
+class IInfo:
+    """Machine limits of an integer dtype: ``bits``, ``max``, ``min`` (Python ints), ``dtype``."""
+
+    __slots__ = ("bits", "max", "min", "dtype", "kind")
+
+    def __init__(self, ii):
+        self.bits, self.max, self.min = builtins.int(ii.bits), builtins.int(ii.max), \
+            builtins.int(ii.min)
+        self.dtype = dtypes.canonicalize(ii.dtype)
+        self.kind = self.dtype.kind
+
+    def __repr__(self):
+        return f"iinfo(dtype={self.dtype}, bits={self.bits}, min={self.min}, max={self.max})"
+
+
+def finfo(type, /):  # noqa: A002  (Array API name)
+    """Machine limits of a floating dtype (or of an array's dtype); complex dtypes describe
+    their real part. bfloat16 / float8 / float4 are covered (through ml_dtypes).
+
+    Returns:
+        FInfo whose fields are Python floats / ints (Array API), see ``FInfo``.
     Raises:
         TypeError: not a floating or complex dtype.
     """
-    return dtypes.finfo(_dtype_of("finfo", type))
+    return FInfo(dtypes.finfo(_dtype_of("finfo", type)))
 
 
 def iinfo(type, /):  # noqa: A002
-    """Machine limits of an integer dtype (or of an array's dtype): ``bits``, ``max``, ``min``,
-    ``dtype``.
+    """Machine limits of an integer dtype (or of an array's dtype).
 
+    Returns:
+        IInfo with ``bits``, ``max``, ``min`` (Python ints) and ``dtype``.
     Raises:
         TypeError: not an integer dtype.
     """
-    return dtypes.iinfo(_dtype_of("iinfo", type))
+    return IInfo(dtypes.iinfo(_dtype_of("iinfo", type)))
 
 
 # ---- inspection namespace -------------------------------------------------------------------
 
 class _NamespaceInfo:
-    """What ``__array_namespace_info__()`` returns (Array API 2023.12 inspection utilities)."""
+    """What ``__array_namespace_info__()`` returns (Array API 2024.12 inspection utilities)."""
 
     __slots__ = ()
 
     def capabilities(self):
         """Optional features: boolean indexing and data-dependent shapes are supported
-        (eagerly; under tracing they need static sizes)."""
-        return {"boolean indexing": True, "data-dependent shapes": True}
+        (eagerly; under tracing they need static sizes); "max dimensions" is 64 (NumPy's limit,
+        which the reference backend inherits)."""
+        return {"boolean indexing": True, "data-dependent shapes": True,
+                "max dimensions": 64}
 
     def default_device(self):
         """The default device (the first CPU device)."""

@@ -32,7 +32,7 @@ __all__ = [
 
 
 @places_result
-def asarray(obj, /, *, dtype=None, device=None, copy=None):
+def asarray(obj, /, dtype=None, order=None, *, device=None, copy=None):
     """Converts ``obj`` to an Array (Array API ``asarray``).
 
     Args:
@@ -40,7 +40,10 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
             object (memoryview, bytearray) or any DLPack / ``__array__`` producer. Python floats
             and nested lists of them give float32 (the default float), ints int64. The result
             is never weakly typed (only bare Python scalars in operations are).
-        dtype: the result dtype (a cast, NumPy ``astype`` semantics) or None to infer.
+        dtype: the result dtype (a cast, NumPy ``astype`` semantics) or None to infer; may be
+            passed positionally, as in NumPy (``asarray(x, float32)``).
+        order: accepted for NumPy compatibility ("C", "F", "A", "K" or None): buffers are
+            immutable, so the memory layout cannot be observed.
         device: target Device (default: the default device).
         copy: True always copies (buffers are immutable, so Starling never needs to);
             False raises ValueError if a copy is unavoidable (any non-Array input); None copies
@@ -53,6 +56,9 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         OverflowError: a Python int out of range for ``dtype`` (or for int64 without one).
     """
     check_device(device, "asarray")
+    if order not in (None, "C", "F", "A", "K"):
+        raise ValueError(f"asarray: order must be one of 'C', 'F', 'A', 'K' or None, got "
+                         f"{order!r}")
     dt = None if dtype is None else dtypes.canonicalize(dtype)
     if isinstance(obj, (Array, Tracer)):
         if dt is None or obj.dtype == dt:

@@ -164,7 +164,7 @@ where_p.weak_type = lambda wc, wx, wy: wx and wy
 where_p.meta.update(nin=3, domain="any", out="same", numpy_impl=_where_impl)
 
 
-def where(condition, x=None, y=None, /):
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     """Elementwise selection: ``x`` where ``condition`` is true, else ``y``.
 
     Args:
@@ -176,10 +176,13 @@ def where(condition, x=None, y=None, /):
         Array of shape ``(*shape)`` (the broadcast of all three) and the promoted dtype of
         ``x`` and ``y``.
     Raises:
-        ValueError: the shapes do not broadcast, or only one of ``x`` / ``y`` is given.
+        ValueError: the shapes do not broadcast, or only one of ``x`` / ``y`` is given, or
+            ``size`` / ``fill_value`` with ``x`` and ``y``.
         TypeError: ``x`` and ``y`` have no implicit promotion.
 
-    ``where(condition)`` with one argument is ``nonzero(condition)`` (the indexing family).
+    ``where(condition)`` with one argument is ``nonzero(condition)`` (the indexing family);
+    only that form takes ``size`` / ``fill_value`` (a static result length and the index that
+    pads it, as in ``nonzero``; needed under tracing).
     The derivative flows to ``x`` where the condition holds and to ``y`` elsewhere; note that
     an unselected branch that is inf / nan still poisons gradients through its own ops (use
     the "double where" pattern).
@@ -202,8 +205,12 @@ def where(condition, x=None, y=None, /):
                 return wrap(_where_impl(condition._buf, s, y._buf), y._weak)
     if x is None or y is None:
         if x is None and y is None:
-            return _nonzero(condition)
+            return _nonzero(condition, size, fill_value)
         raise ValueError("where: either both or neither of x and y must be given")
+    if size is not None or fill_value is not None:
+        raise ValueError("where: size= and fill_value= apply only to the one-argument form "
+                         "where(condition) (= nonzero); the three-argument form has the "
+                         "broadcast shape")
     c = operand(condition, "where")
     if c.dtype != _BOOL:
         c = not_equal(c, 0)
@@ -214,9 +221,9 @@ def where(condition, x=None, y=None, /):
 where.primitive = where_p
 
 
-def _nonzero(condition):
+def _nonzero(condition, size, fill_value):
     from . import indexing  # the one-argument form belongs to the indexing family
-    return indexing.nonzero(condition)
+    return indexing.nonzero(condition, size=size, fill_value=fill_value)
 
 
 # ---- nan_to_num --------------------------------------------------------------------------------

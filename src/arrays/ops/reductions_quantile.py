@@ -1,11 +1,14 @@
-"""Order statistics: quantile, percentile, median (and the NaN-ignoring nanmedian / nanquantile /
-nanpercentile are not provided yet).
+"""Order statistics: quantile, percentile, median and the NaN-ignoring nanquantile,
+nanpercentile, nanmedian.
 
 Method: the reduced axes are moved to the end and flattened to one axis of length N, which is
 sorted (NaN last); quantile ``q`` sits at the fractional position ``q * (N - 1)`` and is read by
 gathering its two neighbours (NumPy's default method "linear", Hyndman & Fan 1996, definition 7)
-or one of them ("lower", "higher", "nearest", "midpoint"). Everything is a composition of
-traceable ops, so ``q`` may be a traced array.
+or one of them ("lower", "higher", "nearest", "midpoint"). The NaN-ignoring forms count the
+non-NaN entries ``c`` of each slice (NaNs sort last, so the first ``c`` sorted entries are the
+data) and read position ``q * (c - 1)`` per slice with ``take_along_axis``. Everything is a
+composition of traceable ops, so ``q`` may be a traced array and the results are differentiable
+in ``a`` (through the sort's permutation and the interpolation).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from .axes import normalize_axes
 from .reductions import _ns, cast, const, kept_shape, no_out, reduced_shape, reduction_size
 from .reductions_stats import mean_dtypes
 
-__all__ = ["quantile", "percentile", "median"]
+__all__ = ["quantile", "percentile", "median", "nanquantile", "nanpercentile", "nanmedian"]
 
 _METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
 
@@ -49,7 +52,7 @@ def _lerp(snp, a, b, t):
     return snp.where(snp.equal(a, b), a, snp.where(snp.less(t, 0.5), lo, hi))
 
 
-def _quantile(op, a, q, axis, method, keepdims):
+def _quantile(op, a, q, axis, method, keepdims, ignore_nan=False):
     snp = _ns()
     if method not in _METHODS:
         raise ValueError(f"{op}: method must be one of {_METHODS}, got {method!r}")
@@ -72,11 +75,20 @@ def _quantile(op, a, q, axis, method, keepdims):
     rest_shape = tuple(x.shape[:len(rest)])
     xs = snp.sort(snp.reshape(x, rest_shape + (n,)), axis=-1)
 
-    pos = snp.multiply(snp.reshape(qa, (-1,)), (n - 1) if is_symbolic(n) else float(n - 1))
+    qflat = snp.reshape(qa, (-1,))
+    ignore_nan = ignore_nan and dtypes.is_floating(acc)
+    if ignore_nan:
+        # Per-slice count of the data: pos has shape (*rest, nq) and is read along the last axis.
+        cnt = snp.sum(snp.logical_not(snp.isnan(xs)), axis=-1, keepdims=True, dtype=acc)
+        pos = snp.multiply(qflat, snp.subtract(cnt, 1))
+    else:
+        pos = snp.multiply(qflat, (n - 1) if is_symbolic(n) else float(n - 1))
     lo_f, hi_f = snp.floor(pos), snp.ceil(pos)
 
     def gather(idx_f):
         idx = snp.clip(cast(idx_f, dtypes.int64), 0, n - 1)
+        if ignore_nan:
+            return snp.take_along_axis(xs, idx, axis=-1)  # (*rest, nq)
         return snp.take(xs, idx, axis=-1)  # (*rest, nq)
 
     if method == "lower":
@@ -91,11 +103,13 @@ def _quantile(op, a, q, axis, method, keepdims):
             r = _lerp(snp, lo, hi, const(0.5, acc))
         else:
             r = _lerp(snp, lo, hi, snp.subtract(pos, lo_f))
-    # A slice holding a NaN has it last after sorting: its quantiles are NaN (NumPy).
-    last = snp.reshape(operand(n - 1, op), (1,)) if is_symbolic(n) else np.array([n - 1])
-    has_nan = snp.isnan(snp.take(xs, last, axis=-1)) if dtypes.is_floating(acc) else None
-    if has_nan is not None:
-        r = snp.where(has_nan, const(np.nan, acc), r)
+    if ignore_nan:
+        # An all-NaN slice has no data: NaN (NumPy, which also warns).
+        r = snp.where(snp.equal(cnt, 0), const(np.nan, acc), r)
+    elif dtypes.is_floating(acc):
+        # A slice holding a NaN has it last after sorting: its quantiles are NaN (NumPy).
+        last = snp.reshape(operand(n - 1, op), (1,)) if is_symbolic(n) else np.array([n - 1])
+        r = snp.where(snp.isnan(snp.take(xs, last, axis=-1)), const(np.nan, acc), r)
     r = snp.moveaxis(r, -1, 0)  # (nq, *rest)
     return cast(snp.reshape(r, qshape + tuple(out_rest)), res)
 
@@ -151,3 +165,38 @@ def median(a, /, axis=None, out=None, overwrite_input=False, keepdims=False):
     """
     no_out("median", out)
     return _quantile("median", a, np.float64(0.5), axis, "linear", keepdims)
+
+
+def nanquantile(a, q, /, axis=None, out=None, overwrite_input=False, method="linear",
+                keepdims=False, *, weights=None):
+    """``quantile`` of the non-NaN entries of each slice (NumPy ``nanquantile``).
+
+    Same arguments, shapes and errors as ``quantile``; a slice of NaNs only (or a zero-size
+    reduction) gives NaN. Integer inputs have no NaN and give ``quantile``'s result.
+    """
+    no_out("nanquantile", out)
+    if weights is not None:
+        raise TypeError("nanquantile: weights= is not supported")
+    return _quantile("nanquantile", a, _check_q("nanquantile", q, 1), axis, method, keepdims,
+                     ignore_nan=True)
+
+
+def nanpercentile(a, q, /, axis=None, out=None, overwrite_input=False, method="linear",
+                  keepdims=False, *, weights=None):
+    """``percentile`` of the non-NaN entries (``q`` in [0, 100]; NumPy ``nanpercentile``)."""
+    no_out("nanpercentile", out)
+    if weights is not None:
+        raise TypeError("nanpercentile: weights= is not supported")
+    qa = _check_q("nanpercentile", q, 100)
+    acc, _ = mean_dtypes("nanpercentile", qa.dtype, None)
+    return _quantile("nanpercentile", a, _ns().divide(cast(qa, acc), 100.0), axis, method,
+                     keepdims, ignore_nan=True)
+
+
+def nanmedian(a, /, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """``median`` of the non-NaN entries (NumPy ``nanmedian``); an all-NaN slice gives NaN.
+
+    Args / returns / errors as ``median``.
+    """
+    no_out("nanmedian", out)
+    return _quantile("nanmedian", a, np.float64(0.5), axis, "linear", keepdims, ignore_nan=True)

@@ -231,7 +231,7 @@ def matrix_transpose(x, /):
     return lax_transpose(x, tuple(range(n - 2)) + (n - 1, n - 2))
 
 
-def swapaxes(x, axis1, axis2, /):
+def swapaxes(x, /, axis1, axis2):
     """Exchanges dims ``axis1`` and ``axis2`` (negative allowed) of ``x``.
 
     Raises:
@@ -246,7 +246,7 @@ def swapaxes(x, axis1, axis2, /):
     return lax_transpose(x, tuple(perm))
 
 
-def moveaxis(x, source, destination, /):
+def moveaxis(x, /, source, destination):
     """Moves dims ``source`` (int or ints) to positions ``destination``; the others keep order.
 
     Raises:
@@ -510,7 +510,7 @@ def roll(x, /, shift, axis=None):
 
 # ---- tile / repeat -----------------------------------------------------------------------
 
-def tile(x, reps, /):
+def tile(x, /, reps):
     """Repeats the whole of ``x`` ``reps[i]`` times along dim i (NumPy ``tile``).
 
     ``reps`` shorter than ``x.ndim`` is padded with leading 1s; longer prepends size-1 dims to
@@ -537,7 +537,7 @@ def tile(x, reps, /):
     return lax_reshape(y, tuple(r * d for r, d in zip(reps, shape)))
 
 
-def repeat(x, repeats, /, axis=None, *, total_repeat_length=None):
+def repeat(x, /, repeats, axis=None, *, total_repeat_length=None):
     """Repeats each element of ``x`` (NumPy / Array API ``repeat``, JAX's
     ``total_repeat_length``).
 

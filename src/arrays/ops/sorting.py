@@ -38,6 +38,7 @@ from .axes import normalize_axis
 from .elementwise_family import promote_operands
 from .reductions import _ACC32, _F32, _ns
 from .shape_lax import concatenate as lax_concatenate, slice_in_dim
+from .sorting_unique import check_sized, unique_sized
 
 __all__ = ["sort", "argsort", "searchsorted", "top_k", "unique", "unique_values",
            "unique_counts", "unique_inverse", "unique_all"]
@@ -425,8 +426,8 @@ def _wrap_index(a):
 
 
 def unique(x, /, return_index=False, return_inverse=False, return_counts=False, axis=None, *,
-           equal_nan=True):
-    """Sorted unique elements of ``x`` (NumPy ``unique``); eager only.
+           equal_nan=True, size=None, fill_value=None):
+    """Sorted unique elements of ``x`` (NumPy ``unique``); eager only unless ``size`` is given.
 
     Args:
         x: input array, shape ``(*dims)``.
@@ -435,14 +436,24 @@ def unique(x, /, return_index=False, return_inverse=False, return_counts=False, 
         return_counts: also return how often each unique value occurs.
         axis: None (flatten) or the axis along which unique sub-arrays are found.
         equal_nan: collapse all NaNs into one (NumPy's default); False keeps each NaN.
+        size: None, or a static int (``axis=None`` only, as JAX): return exactly ``size``
+            uniques, the first ``size`` if there are more, padded with ``fill_value`` if fewer;
+            padded indices and counts are 0. This form traces (``compile``, ``vmap``, ``grad``)
+            and is differentiable in the values.
+        fill_value: the padding value (default: the smallest element of ``x``).
     Returns:
         The unique values (1-D for ``axis=None``), then the requested int64 arrays in the order
         index, inverse, counts, as a tuple when any is requested (NumPy's convention). For
         ``axis=None`` the inverse has ``x``'s shape.
     Raises:
-        ConcretizationError: (a TypeError) ``x`` is traced: the output shape depends on values.
-        AxisError: axis out of range.
+        ConcretizationError: (a TypeError) ``x`` is traced without ``size``: the output shape
+            depends on values.
+        AxisError: axis out of range. ValueError: ``size`` with an axis, or negative.
     """
+    size = check_sized(size, axis)
+    if size is not None:
+        return unique_sized(x, size, fill_value, return_index, return_inverse, return_counts,
+                            equal_nan)
     buf = _concrete("unique", x)
     if axis is not None:
         axis = normalize_axis("unique", axis, buf.ndim)
