@@ -68,4 +68,7 @@ from .nn.serialization import load, save  # noqa: E402,F401
 from . import collectives  # noqa: E402,F401
 from . import sharding  # noqa: E402,F401
 from . import lax  # noqa: E402,F401
+from .arrays import scipy  # noqa: E402,F401
+_sys.modules[__name__ + ".scipy"] = scipy
+_sys.modules[__name__ + ".scipy.optimize"] = scipy.optimize
 from .collectives import shard_map, visualize_sharding  # noqa: E402,F401

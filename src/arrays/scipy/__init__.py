@@ -1,0 +1,2 @@
+"""``starling.scipy``: SciPy's names over Starling (as JAX's ``jax.scipy``)."""
+from . import optimize  # noqa: F401
