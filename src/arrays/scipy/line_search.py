@@ -105,6 +105,13 @@ def line_search(value_and_grad_fn, x, p, f0, g0, a_init, *, maxiter=20, c1=1e-4,
     not finite counts as failing sufficient decrease, so the search backs off from regions
     where the objective is NaN / inf instead of stopping there.
 
+    Near a minimiser the decrease ``c1 a phi'(0)`` drops below the rounding error of ``phi``,
+    and the test above fails on noise. As in Hager & Zhang, "A new conjugate gradient method
+    with guaranteed descent and an efficient line search", SIAM J. Optim. 16(1), 2005 (the
+    approximate Wolfe conditions), sufficient decrease is then also accepted from the slope:
+    ``phi'(a) <= (2 c1 - 1) phi'(0)`` (equivalent to the Armijo test on a quadratic) when
+    ``phi(a) <= phi(0) + 100 eps |phi(0)|``, ``eps`` the dtype's machine epsilon.
+
     Args:
         value_and_grad_fn: ``x (n,) -> (f [], g (n,))``, pure and traceable.
         x: ``(n,)`` float, the start point.
@@ -128,6 +135,9 @@ def line_search(value_and_grad_fn, x, p, f0, g0, a_init, *, maxiter=20, c1=1e-4,
     d0 = snp.vdot(g0, p)
     eps = float(snp.finfo(dt).eps)
     descent = snp.isfinite(f0) & snp.isfinite(d0) & (d0 < 0)
+    # Near a minimiser phi changes by less than its rounding error; then sufficient decrease is
+    # judged from the slope (Hager & Zhang's approximate Wolfe condition, see line_search).
+    f_noise = 100 * eps * snp.abs(f0)
     zero = snp.zeros((), dtype=dt)
     false = snp.asarray(False)
     init = _State(
@@ -146,7 +156,9 @@ def line_search(value_and_grad_fn, x, p, f0, g0, a_init, *, maxiter=20, c1=1e-4,
         f = snp.asarray(f, dtype=dt)
         d = snp.vdot(g, p)
         bad = ~(snp.isfinite(f) & snp.isfinite(d))
-        no_decrease = bad | (f > f0 + c1 * a * d0)
+        armijo = f <= f0 + c1 * a * d0
+        approx_armijo = (f <= f0 + f_noise) & (d <= (2 * c1 - 1) * d0)
+        no_decrease = bad | ~(armijo | approx_armijo)
         curvature = ~bad & (snp.abs(d) <= -c2 * d0)
         # Algorithm 3.5: [prev, a] brackets a Wolfe step when a fails sufficient decrease or is
         # no lower than prev; [a, prev] (reversed) when the slope at a is already uphill.

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ... import tree as tree_util
 from ...core import dtypes
 from ...linalg import eigh
 from ...transforms.custom import custom_jvp
@@ -122,6 +123,24 @@ def _hessian_pinv_solve(hess, b):
     return -(v @ (inv_lam * (v.T @ b)))
 
 
+def _is_python_scalar(leaf):
+    return isinstance(leaf, (bool, int, float, complex))
+
+
+def _split_args(args):
+    """``(arrays, rebuild)``: the leaves of ``args`` that are not Python scalars, and
+    ``rebuild(arrays) -> args``. Python scalars stay Python values (as arrays they would be
+    rounded to float32, Starling's default for Python floats; they carry no derivatives)."""
+    leaves, treedef = tree_util.flatten(args)
+    keep = [not _is_python_scalar(v) for v in leaves]
+
+    def rebuild(arrays):
+        it = iter(arrays)
+        return tree_util.unflatten(treedef, [next(it) if k else v for v, k in zip(leaves, keep)])
+
+    return [v for v, k in zip(leaves, keep) if k], rebuild
+
+
 def _implicit_outputs(fun, x, f, g, args):
     """``(x, f, g)`` unchanged, carrying derivatives in ``args`` by the implicit function theorem:
     at a stationary point ``grad_x fun(x*, a) = 0``, so ``dx* = -H^-1 (d/da grad_x fun) da`` with
@@ -133,21 +152,26 @@ def _implicit_outputs(fun, x, f, g, args):
     Tangents of ``x``, ``f``, ``g`` themselves (they come out of the solver's loop under
     ``stop_gradient``) are ignored: the solution does not depend on ``x0``."""
 
+    arrays, rebuild = _split_args(args)
+
     @custom_jvp
     def solution(x, f, g, a):
         return x, f, g
 
     @solution.defjvp
     def solution_jvp(primals, tangents):
-        x, f, g, a = primals
+        # Calling ``solution`` again gives ``x`` the derivatives of enclosing differentiations
+        # (their tangents reach it through this same rule), so higher orders are right too.
+        x, f, g = solution(*primals)
+        a = primals[3]
         ta = tangents[3]
-        vg = value_and_grad(lambda x_, *a_: fun(x_, *a_))
-        _, (df_a, dg_a) = jvp(lambda a_: vg(x, *a_), (a,), (ta,))
-        hess = jacfwd(lambda x_: vg(x_, *a)[1])(x)
+        vg = value_and_grad(lambda x_, a_: fun(x_, *rebuild(a_)))
+        _, (df_a, dg_a) = jvp(lambda a_: vg(x, a_), (a,), (ta,))
+        hess = jacfwd(lambda x_: vg(x_, a)[1])(x)
         dx = _hessian_pinv_solve(hess, dg_a)
         return (x, f, g), (dx, df_a.astype(f.dtype) + snp.vdot(g, dx), hess @ dx + dg_a)
 
-    return solution(x, f, g, args)
+    return solution(x, f, g, arrays)
 
 
 def minimize(fun, x0, args=(), *, method, tol=None, options=None):
@@ -192,7 +216,8 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
             ``gtol`` (1e-5; converged when ``|g|_norm <= gtol``), ``norm`` (``inf``; the
             ``ord`` of ``starling.numpy.linalg.norm``), ``line_search_maxiter`` (20: objective
             evaluations per line search). L-BFGS also: ``maxcor`` (alias ``history_size``;
-            10), ``ftol`` (2.2e-9, SciPy's; stop when the relative decrease is ``<= ftol``),
+            10), ``ftol`` (2.2e-9, SciPy's; stop when the relative decrease is ``<= ftol``; 0 turns
+            the test off, which a tight ``gtol`` needs),
             ``maxfun`` (15000), ``maxls`` (alias of ``line_search_maxiter``).
     Returns:
         ``OptimizeResults(x, success, status, fun, jac, hess_inv, nfev, njev, nit)``; the status
@@ -225,7 +250,8 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
     _check_fun(fun, x0, args)
 
     # The loop never sees tangents: derivatives come from the implicit rule below.
-    const_args = stop_gradient(args)
+    arrays, rebuild = _split_args(args)
+    const_args = rebuild(stop_gradient(arrays))
     x_init = stop_gradient(x0)
 
     def value_and_grad_fn(x):
@@ -239,7 +265,7 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
         hess_inv = res.mem
     else:
         res = qn.quasi_newton(value_and_grad_fn, x_init, qn.lbfgs_init(x_init, opts["maxcor"]),
-                              qn.lbfgs_direction, qn.lbfgs_update, ftol=opts["ftol"],
+                              qn.lbfgs_direction, qn.lbfgs_update, ftol=opts["ftol"] or None,
                               maxfun=opts["maxfun"], **common)
         hess_inv = None
     x, f, g = _implicit_outputs(fun, res.x, res.f, res.g, args)
