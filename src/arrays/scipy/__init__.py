@@ -1,2 +1,4 @@
 """``starling.scipy``: SciPy's names over Starling (as JAX's ``jax.scipy``)."""
-from . import optimize  # noqa: F401
+from . import optimize
+
+__all__ = ["optimize"]
