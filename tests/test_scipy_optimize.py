@@ -256,6 +256,21 @@ def test_implicit_flat_direction_and_second_order():
                                atol=1e-12)
 
 
+def test_implicit_through_closure():
+    # Values fun closes over (here traced by grad / vmap) are differentiated like args.
+    a = spd(3, seed=7)
+
+    def sol(b):
+        return sopt.minimize(lambda x: quad(x, f64(a), b), snp.zeros(3, dtype=snp.float64),
+                             method="BFGS", options=dict(gtol=1e-11)).x
+
+    np.testing.assert_allclose(np.asarray(st.jacrev(sol)(f64([1.0, 2.0, 3.0]))),
+                               np.linalg.inv(a), atol=1e-11)
+    bs = np.random.default_rng(7).normal(size=(2, 3))
+    np.testing.assert_allclose(np.asarray(st.vmap(sol)(f64(bs))),
+                               np.linalg.solve(a, bs.T).T, atol=1e-10)
+
+
 # ---- compile and vmap ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("method", METHODS)

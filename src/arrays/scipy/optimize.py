@@ -15,8 +15,10 @@ from ...core import dtypes
 from ...linalg import eigh
 from ...transforms.custom import custom_jvp
 from ...transforms.grad import jacfwd, jvp, value_and_grad
-from ...transforms.stage import eval_shape
+from ...core.avals import ShapedArray
+from ...transforms.control import programs
 from .. import numpy as snp
+from ..convert import operand
 from ..ops.autodiff import stop_gradient
 from . import quasi_newton as qn
 
@@ -98,9 +100,8 @@ def _options(method, n, tol, options):
     return opts
 
 
-def _check_fun(fun, x0, args):
-    """Raises a clear error unless ``fun(x0, *args)`` is a real scalar."""
-    out = eval_shape(lambda x, a: fun(x, *a), x0, args)
+def _check_out(out):
+    """Raises a clear error unless ``fun``'s output ``out`` is a real floating scalar."""
     shape = getattr(out, "shape", None)
     dtype = getattr(out, "dtype", None)
     if shape is None or tuple(shape) != () or not dtypes.is_floating(dtype):
@@ -108,6 +109,33 @@ def _check_fun(fun, x0, args):
                 else type(out).__name__)
         raise TypeError(f"minimize: fun(x0, *args) must return a real floating scalar (shape "
                         f"()), got {desc}")
+
+
+def _closure_convert(fun, x0, args):
+    """``(flat_fun, operands)`` with ``flat_fun(x, *operands) == fun(x, *args)``: ``fun`` staged
+    once, the array leaves of ``args`` and every array ``fun`` closes over (traced values of
+    enclosing transformations included) turned into explicit operands, so that the implicit
+    derivative covers them all. Python scalars in ``args`` stay Python values (as arrays they
+    would be rounded to float32, Starling's default for Python floats)."""
+    leaves, treedef = tree_util.flatten(args)
+    keep = [not isinstance(v, (bool, int, float, complex)) for v in leaves]
+    arrays = [operand(v, "minimize") for v, k in zip(leaves, keep) if k]
+
+    def staged(x, *arrs):
+        it = iter(arrs)
+        out = fun(x, *tree_util.unflatten(treedef, [next(it) if k else v
+                                                    for v, k in zip(leaves, keep)]))
+        _check_out(out)
+        return [out]
+
+    prog, consts = programs.stage(staged, [ShapedArray(x0.shape, x0.dtype)]
+                                  + [a.aval for a in arrays])
+    n_consts = len(consts)
+
+    def flat_fun(x, *ops):
+        return programs.call(prog, list(ops[:n_consts]) + [x] + list(ops[n_consts:]))[0]
+
+    return flat_fun, list(consts) + arrays
 
 
 def _hessian_pinv_solve(hess, b):
@@ -123,25 +151,7 @@ def _hessian_pinv_solve(hess, b):
     return -(v @ (inv_lam * (v.T @ b)))
 
 
-def _is_python_scalar(leaf):
-    return isinstance(leaf, (bool, int, float, complex))
-
-
-def _split_args(args):
-    """``(arrays, rebuild)``: the leaves of ``args`` that are not Python scalars, and
-    ``rebuild(arrays) -> args``. Python scalars stay Python values (as arrays they would be
-    rounded to float32, Starling's default for Python floats; they carry no derivatives)."""
-    leaves, treedef = tree_util.flatten(args)
-    keep = [not _is_python_scalar(v) for v in leaves]
-
-    def rebuild(arrays):
-        it = iter(arrays)
-        return tree_util.unflatten(treedef, [next(it) if k else v for v, k in zip(leaves, keep)])
-
-    return [v for v, k in zip(leaves, keep) if k], rebuild
-
-
-def _implicit_outputs(fun, x, f, g, args):
+def _implicit_outputs(fun, x, f, g, ops):
     """``(x, f, g)`` unchanged, carrying derivatives in ``args`` by the implicit function theorem:
     at a stationary point ``grad_x fun(x*, a) = 0``, so ``dx* = -H^-1 (d/da grad_x fun) da`` with
     ``H`` the Hessian in ``x`` (Griewank & Walther, "Evaluating Derivatives", 2nd ed., Ch. 15;
@@ -151,8 +161,6 @@ def _implicit_outputs(fun, x, f, g, args):
     ``dg = H dx* + (d/da grad_x fun) da`` (zero up to rounding) follow by the chain rule.
     Tangents of ``x``, ``f``, ``g`` themselves (they come out of the solver's loop under
     ``stop_gradient``) are ignored: the solution does not depend on ``x0``."""
-
-    arrays, rebuild = _split_args(args)
 
     @custom_jvp
     def solution(x, f, g, a):
@@ -165,13 +173,13 @@ def _implicit_outputs(fun, x, f, g, args):
         x, f, g = solution(*primals)
         a = primals[3]
         ta = tangents[3]
-        vg = value_and_grad(lambda x_, a_: fun(x_, *rebuild(a_)))
+        vg = value_and_grad(lambda x_, a_: fun(x_, *a_))
         _, (df_a, dg_a) = jvp(lambda a_: vg(x, a_), (a,), (ta,))
         hess = jacfwd(lambda x_: vg(x_, a)[1])(x)
         dx = _hessian_pinv_solve(hess, dg_a)
         return (x, f, g), (dx, df_a.astype(f.dtype) + snp.vdot(g, dx), hess @ dx + dg_a)
 
-    return solution(x, f, g, arrays)
+    return solution(x, f, g, list(ops))
 
 
 def minimize(fun, x0, args=(), *, method, tol=None, options=None):
@@ -200,7 +208,9 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
     directions get a zero derivative; a nonsingular ``H`` gives exactly ``-H^-1``). The
     derivative is that of the exact optimum, so it is as accurate as ``x`` is (tighten
     ``gtol``). It is zero in ``x0``; the solver's iterations are never differentiated. Values
-    that ``fun`` closes over are constants to it: pass what you differentiate through ``args``.
+    that ``fun`` closes over (traced values of enclosing ``grad`` / ``jvp`` / ``vmap`` included) are
+    differentiated the same way as ``args``: ``fun`` is staged once and its captured arrays become
+    explicit inputs of the rule.
 
     Args:
         fun: ``fun(x, *args) -> f``, ``x`` of shape ``(n,)``, ``f`` a real scalar; pure and
@@ -247,15 +257,14 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
     if not dtypes.is_floating(x0.dtype):
         x0 = x0.astype(snp.float32)
     opts = _options(meth, x0.shape[0], tol, options)
-    _check_fun(fun, x0, args)
+    flat_fun, ops = _closure_convert(fun, x0, args)
 
     # The loop never sees tangents: derivatives come from the implicit rule below.
-    arrays, rebuild = _split_args(args)
-    const_args = rebuild(stop_gradient(arrays))
+    const_ops = stop_gradient(ops)
     x_init = stop_gradient(x0)
 
     def value_and_grad_fn(x):
-        return value_and_grad(lambda x_: fun(x_, *const_args))(x)
+        return value_and_grad(lambda x_: flat_fun(x_, *const_ops))(x)
 
     common = dict(maxiter=opts["maxiter"], gtol=opts["gtol"], norm=opts["norm"],
                   line_search_maxiter=opts["line_search_maxiter"])
@@ -268,6 +277,6 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
                               qn.lbfgs_direction, qn.lbfgs_update, ftol=opts["ftol"] or None,
                               maxfun=opts["maxfun"], **common)
         hess_inv = None
-    x, f, g = _implicit_outputs(fun, res.x, res.f, res.g, args)
+    x, f, g = _implicit_outputs(flat_fun, res.x, res.f, res.g, ops)
     return OptimizeResults(x=x, success=res.converged, status=res.status, fun=f, jac=g,
                            hess_inv=hess_inv, nfev=res.nfev, njev=res.nfev, nit=res.nit)
