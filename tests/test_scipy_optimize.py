@@ -167,6 +167,52 @@ def test_dtypes(method):
     np.testing.assert_allclose(np.asarray(r.x), [1, 1], atol=1e-2)
 
 
+def test_lbfgs_ring_buffer_matches_dense_recursion():
+    # After 7 pairs in a 3-slot ring, -H g must equal the BFGS recursion (N&W eq. 7.19) over the
+    # 3 newest pairs from H0 = gamma I, gamma from the newest pair, written densely in NumPy.
+    from starling.arrays.scipy import quasi_newton as qn
+    rng = np.random.default_rng(8)
+    n, m = 5, 3
+    mem = qn.lbfgs_init(f64(np.zeros(n)), m)
+    pairs = []
+    for _ in range(7):
+        s_ = rng.normal(size=n)
+        y_ = spd(n, seed=9) @ s_ + 0.1 * rng.normal(size=n)
+        pairs.append((s_, y_))
+        mem = qn.lbfgs_update(mem, f64(s_), f64(y_))
+    g = rng.normal(size=n)
+    s_, y_ = pairs[-1]
+    h = (s_ @ y_) / (y_ @ y_) * np.eye(n)
+    for s_, y_ in pairs[-m:]:
+        rho = 1 / (y_ @ s_)
+        v = np.eye(n) - rho * np.outer(y_, s_)
+        h = v.T @ h @ v + rho * np.outer(s_, s_)
+    np.testing.assert_allclose(np.asarray(qn.lbfgs_direction(mem, f64(g))), -h @ g, rtol=1e-10)
+    # A pair violating the curvature condition is skipped.
+    same = qn.lbfgs_update(mem, f64(np.ones(n)), f64(-np.ones(n)))
+    np.testing.assert_array_equal(np.asarray(same.s), np.asarray(mem.s))
+
+
+def test_line_search_strong_wolfe():
+    from starling.arrays.scipy.line_search import line_search
+    fun = lambda x: snp.sum(x ** 4) + snp.sum(x)  # noqa: E731
+    vg = st.value_and_grad(fun)
+    x = f64([1.0, -0.5])
+    f0, g0 = vg(x)
+    p = -g0
+    for a0 in (1e-3, 1.0, 100.0):     # bracketing by doubling, zoom from above
+        r = line_search(vg, x, p, f0, g0, f64(a0))
+        a = float(r.a)
+        assert not bool(r.failed) and int(r.status) == 0 and a > 0
+        assert float(fun(x + a * p)) <= float(f0) + 1e-4 * a * float(g0 @ p)
+        assert abs(float(r.g @ p)) <= 0.9 * abs(float(g0 @ p))
+        np.testing.assert_allclose(np.asarray(r.g), np.asarray(vg(x + a * p)[1]))
+    r = line_search(vg, x, -p, f0, g0, f64(1.0))   # uphill: no search at all
+    assert bool(r.failed) and int(r.status) == 2 and int(r.nfev) == 0
+    with pytest.raises(ValueError, match="0 < c1 < c2 < 1"):
+        line_search(vg, x, p, f0, g0, 1.0, c1=0.5, c2=0.1)
+
+
 # ---- implicit differentiation --------------------------------------------------------------------
 
 @pytest.mark.parametrize("method", METHODS)

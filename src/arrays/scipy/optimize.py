@@ -207,10 +207,11 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
     its eigendecomposition, eigenvalues below ``n eps max|lambda|`` counting as zero (flat
     directions get a zero derivative; a nonsingular ``H`` gives exactly ``-H^-1``). The
     derivative is that of the exact optimum, so it is as accurate as ``x`` is (tighten
-    ``gtol``). It is zero in ``x0``; the solver's iterations are never differentiated. Values
-    that ``fun`` closes over (traced values of enclosing ``grad`` / ``jvp`` / ``vmap`` included) are
-    differentiated the same way as ``args``: ``fun`` is staged once and its captured arrays become
-    explicit inputs of the rule.
+    ``gtol``; when ``success`` is False it treats the returned point as stationary all the
+    same). It is zero in ``x0``; the solver's iterations are never differentiated. Values
+    that ``fun`` closes over (traced values of enclosing ``grad`` / ``jvp`` / ``vmap``
+    included) are differentiated like ``args``: ``fun`` is staged once and the arrays it
+    captures become explicit inputs of the rule.
 
     Args:
         fun: ``fun(x, *args) -> f``, ``x`` of shape ``(n,)``, ``f`` a real scalar; pure and
@@ -226,9 +227,9 @@ def minimize(fun, x0, args=(), *, method, tol=None, options=None):
             ``gtol`` (1e-5; converged when ``|g|_norm <= gtol``), ``norm`` (``inf``; the
             ``ord`` of ``starling.numpy.linalg.norm``), ``line_search_maxiter`` (20: objective
             evaluations per line search). L-BFGS also: ``maxcor`` (alias ``history_size``;
-            10), ``ftol`` (2.2e-9, SciPy's; stop when the relative decrease is ``<= ftol``; 0 turns
-            the test off, which a tight ``gtol`` needs),
-            ``maxfun`` (15000), ``maxls`` (alias of ``line_search_maxiter``).
+            10), ``ftol`` (2.2e-9, SciPy's; stop when the relative decrease is ``<= ftol``;
+            0 turns the test off, which a tight ``gtol`` needs), ``maxfun`` (15000),
+            ``maxls`` (alias of ``line_search_maxiter``).
     Returns:
         ``OptimizeResults(x, success, status, fun, jac, hess_inv, nfev, njev, nit)``; the status
         codes are listed on ``OptimizeResults``. Non-finite values never hang the loop: a NaN at

@@ -134,7 +134,7 @@ def lbfgs_update(mem, s, y):
     return tree_util.map(lambda a, b: snp.where(ok, a, b), new, mem)
 
 
-# ---- the driver ------------------------------------------------------------------------------------
+# ---- the driver ---------------------------------------------------------------------------------
 
 def _all_finite(v):
     return snp.all(snp.isfinite(v))
