@@ -36,11 +36,6 @@ _sys.modules[__name__ + ".numpy.linalg"] = _linalg
 from .arrays import random  # noqa: E402,F401
 _sys.modules[__name__ + ".random"] = random
 
-from .arrays import scipy  # noqa: E402,F401
-_sys.modules[__name__ + ".scipy"] = scipy
-_sys.modules[__name__ + ".scipy.linalg"] = scipy.linalg
-_sys.modules[__name__ + ".scipy.special"] = scipy.special
-
 __version__ = "0.1.0"
 
 from .arrays.ops.autodiff import stop_gradient  # noqa: E402,F401
@@ -73,4 +68,9 @@ from .nn.serialization import load, save  # noqa: E402,F401
 from . import collectives  # noqa: E402,F401
 from . import sharding  # noqa: E402,F401
 from . import lax  # noqa: E402,F401
+from .arrays import scipy  # noqa: E402,F401
+_sys.modules[__name__ + ".scipy"] = scipy
+for _sub in scipy.__all__:
+    _sys.modules[f"{__name__}.scipy.{_sub}"] = getattr(scipy, _sub)
+del _sub
 from .collectives import shard_map, visualize_sharding  # noqa: E402,F401

@@ -38,8 +38,18 @@ class PartialEvalTrace(StagingTrace):
 
     def process_custom_jvp_call(self, fun, jvp, args, symbolic_zeros=False):
         # Inside linearize the JVP trace above us already applied the custom rule; what reaches
-        # here is the primal or tangent computation, so run/stage it like ordinary code.
+        # here is the primal or tangent computation. With known inputs it is a call of the
+        # enclosing traces (like a primitive with known inputs), which must see the custom rule:
+        # jacfwd(jacrev(f)) differentiates f's primal computation by its rule, not by f's body.
+        if not any(self.is_unknown(a) for a in args):
+            from .custom import custom_jvp_call
+            with set_current_trace(self.parent):
+                return custom_jvp_call(fun, jvp, args, symbolic_zeros)
         return fun(*args)
 
     def process_custom_vjp_call(self, fun, fwd, bwd, args, out_avals_fn):
+        if not any(self.is_unknown(a) for a in args):
+            from .custom import custom_vjp_call
+            with set_current_trace(self.parent):
+                return custom_vjp_call(fun, fwd, bwd, args, out_avals_fn)
         return fun(*args)

@@ -1,8 +1,8 @@
-"""``starling.scipy``: SciPy's names over Starling's primitives (``starling.scipy.linalg``,
-``starling.scipy.special``).
+"""``starling.scipy``: SciPy's names over Starling's primitives, as JAX's ``jax.scipy``
+(``starling.scipy.linalg``, ``optimize``, ``special``).
 
 Each submodule is a namespace of its own; this file only imports them.
 """
-from . import linalg, special
+from . import linalg, optimize, special
 
-__all__ = ["linalg", "special"]
+__all__ = ["linalg", "optimize", "special"]
