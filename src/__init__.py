@@ -40,6 +40,9 @@ from .arrays import scipy  # noqa: E402,F401
 _sys.modules[__name__ + ".scipy"] = scipy
 _sys.modules[__name__ + ".scipy.linalg"] = scipy.linalg
 _sys.modules[__name__ + ".scipy.special"] = scipy.special
+_sys.modules[__name__ + ".scipy.stats"] = scipy.stats
+for _name in scipy.stats.__all__[:-1]:   # the distributions: starling.scipy.stats.norm, ...
+    _sys.modules[f"{__name__}.scipy.stats.{_name}"] = getattr(scipy.stats, _name)
 
 __version__ = "0.1.0"
 

@@ -1,8 +1,9 @@
 """``starling.scipy``: SciPy's names over Starling's primitives (``starling.scipy.linalg``,
-``starling.scipy.special``).
+``starling.scipy.special``, ``starling.scipy.stats``, ``starling.scipy.signal``,
+``starling.scipy.integrate``, ``starling.scipy.ndimage``).
 
 Each submodule is a namespace of its own; this file only imports them.
 """
-from . import linalg, special
+from . import linalg, special, stats
 
-__all__ = ["linalg", "special"]
+__all__ = ["linalg", "special", "stats"]
