@@ -12,6 +12,7 @@ from ...ops.elementwise_family import promote_operands
 NAN = float("nan")
 NEG_INF = -float("inf")
 LOG_2PI = math.log(2.0 * math.pi)
+LOG_2 = math.log(2.0)
 
 
 def promote(op, *args):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from ... import numpy as snp
 from ...ops.special import log_ndtr, ndtr
-from ...ops.special_beta import betainc
+from ...ops.special_beta import betainc, betaln
 from ...ops.special_beta_complement import betaincc
 from ...ops.special_gamma import lgamma
-from ._common import LOG_2PI, document, invalid_to_nan, safe, standardize
+from ._common import LOG_2, LOG_2PI, document, invalid_to_nan, safe, standardize
 
 __all__ = ["logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"]
 
@@ -83,19 +83,30 @@ def pdf(x, df, loc=0.0, scale=1.0):
     return snp.exp(logpdf(x, df, loc, scale))
 
 
-def _lower_tail(z, dfs):
+def _lower_tail(z, dfs, log=False):
     """``P(T <= -|z|)`` to full relative accuracy, as Boost's ``students_t`` cdf: with
     ``s**2 = z**2 / df``, ``betaincc(1/2, df/2, s**2 / (1 + s**2)) / 2`` for ``s**2 < 1/2``
     (a small, exactly formed argument: no ``1 - w`` rounding for large ``df``), else
-    ``betainc(df/2, 1/2, 1 / (1 + s**2)) / 2`` with ``1 / (1 + s**2)`` formed from ``1 / s``
-    (no overflow for huge ``|z|``)."""
+    ``betainc(df/2, 1/2, w) / 2`` with ``w = 1 / (1 + s**2)`` formed from ``r = 1 / s`` (no
+    overflow for huge ``|z|``). Where ``w < eps`` and that underflowed (``x = -1e300``,
+    ``df = 0.1`` has tail ``4e-31``) the leading term ``w**a / (a B(a, 1/2))`` of the series of
+    ``I_w(a, 1/2)`` (A&S 26.5.4; the next is ``O(w)`` relative) is summed in logs; with
+    ``log=True`` the log of the tail is returned, that term staying in logs (no underflow:
+    ``logcdf(-1e300, df=1000) = -6.87e5``)."""
     s = snp.abs(z) / snp.sqrt(dfs)
     near = s * s < 0.5
     sn = safe(s, near, 0.0)
     r = 1.0 / safe(s, ~near, 1.0)
-    close = 0.5 * betaincc(0.5, 0.5 * dfs, sn * sn / (1.0 + sn * sn))
-    far = 0.5 * betainc(0.5 * dfs, 0.5, r * r / (1.0 + r * r))
-    return snp.where(near, close, far)
+    a = 0.5 * dfs
+    close = 0.5 * betaincc(0.5, a, sn * sn / (1.0 + sn * sn))
+    far = 0.5 * betainc(a, 0.5, r * r / (1.0 + r * r))
+    tiny = (r * r < snp.finfo(r.dtype).eps) & (far == 0)   # only where betainc underflowed
+    rt = safe(r, tiny, 1.0)
+    log_w = 2.0 * snp.log(rt) - snp.log1p(rt * rt)
+    log_series = a * log_w - snp.log(a) - betaln(a, 0.5) - LOG_2
+    if log:
+        return snp.where(tiny, log_series, snp.log(snp.where(near, close, far)))
+    return snp.where(near, close, snp.where(tiny, snp.exp(log_series), far))
 
 
 def _log_cdf_parts(op, x, df, loc, scale):
@@ -127,21 +138,21 @@ def sf(x, df, loc=0.0, scale=1.0):
     return invalid_to_nan(snp.where(normal, ndtr(-z), student), bad)
 
 
-def _log_side(z_pos, tail):
+def _log_side(z, dfs, z_pos):
     """``log P`` of the side whose probability is ``1 - tail`` where ``z_pos``, else ``tail``."""
-    return snp.where(z_pos, snp.log1p(-tail), snp.log(tail))
+    return snp.where(z_pos, snp.log1p(-_lower_tail(z, dfs)), _lower_tail(z, dfs, log=True))
 
 
 @document("Log of Student's t cdf: ``log(tail)`` below the median, ``log1p(-tail)`` above "
           "(so neither the far left tail nor values near 0 lose accuracy).", _ARGS,
           notes=_CDF_NOTES)
 def logcdf(x, df, loc=0.0, scale=1.0):
-    z, tail, normal, bad = _log_cdf_parts("t.logcdf", x, df, loc, scale)
-    return invalid_to_nan(snp.where(normal, log_ndtr(z), _log_side(z > 0, tail)), bad)
+    z, dfs, normal, bad, _ = _prepare("t.logcdf", x, df, loc, scale)
+    return invalid_to_nan(snp.where(normal, log_ndtr(z), _log_side(z, dfs, z > 0)), bad)
 
 
 @document("Log of Student's t survival function, ``logcdf(-x)`` by symmetry.", _ARGS,
           notes=_CDF_NOTES)
 def logsf(x, df, loc=0.0, scale=1.0):
-    z, tail, normal, bad = _log_cdf_parts("t.logsf", x, df, loc, scale)
-    return invalid_to_nan(snp.where(normal, log_ndtr(-z), _log_side(z < 0, tail)), bad)
+    z, dfs, normal, bad, _ = _prepare("t.logsf", x, df, loc, scale)
+    return invalid_to_nan(snp.where(normal, log_ndtr(-z), _log_side(z, dfs, z < 0)), bad)
