@@ -41,6 +41,9 @@ _sys.modules[__name__ + ".scipy"] = scipy
 _sys.modules[__name__ + ".scipy.linalg"] = scipy.linalg
 _sys.modules[__name__ + ".scipy.special"] = scipy.special
 _sys.modules[__name__ + ".scipy.stats"] = scipy.stats
+_sys.modules[__name__ + ".scipy.signal"] = scipy.signal
+_sys.modules[__name__ + ".scipy.integrate"] = scipy.integrate
+_sys.modules[__name__ + ".scipy.ndimage"] = scipy.ndimage
 for _name in scipy.stats.__all__[:-1]:   # the distributions: starling.scipy.stats.norm, ...
     _sys.modules[f"{__name__}.scipy.stats.{_name}"] = getattr(scipy.stats, _name)
 

@@ -4,6 +4,6 @@
 
 Each submodule is a namespace of its own; this file only imports them.
 """
-from . import linalg, special, stats
+from . import integrate, linalg, ndimage, signal, special, stats
 
-__all__ = ["linalg", "special", "stats"]
+__all__ = ["integrate", "linalg", "ndimage", "signal", "special", "stats"]
