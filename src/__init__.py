@@ -72,5 +72,8 @@ from .arrays import scipy  # noqa: E402,F401
 _sys.modules[__name__ + ".scipy"] = scipy
 for _sub in scipy.__all__:
     _sys.modules[f"{__name__}.scipy.{_sub}"] = getattr(scipy, _sub)
+for _sub in scipy.stats.__all__:   # the distributions' modules: starling.scipy.stats.norm, ...
+    if isinstance(getattr(scipy.stats, _sub), type(_sys)):
+        _sys.modules[f"{__name__}.scipy.stats.{_sub}"] = getattr(scipy.stats, _sub)
 del _sub
 from .collectives import shard_map, visualize_sharding  # noqa: E402,F401
