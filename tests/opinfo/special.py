@@ -92,6 +92,8 @@ register(
           _smooth((-2, 2), (-0.5, 3)), nin=2),
     _info("betainc", sc.betainc, _samples(0, 1, [0.0, 1.0, 0.5, np.nan], 3),
           _smooth((0.3, 5), (0.3, 5), (0.1, 0.9)), nin=3, grad_order=1),
+    _info("betaincc", sc.betaincc, _samples(0, 1, [0.0, 1.0, 0.5, np.nan], 3),
+          _smooth((0.3, 5), (0.3, 5), (0.1, 0.9)), nin=3, grad_order=1),
     _info("polygamma", sc.polygamma,
           lambda rng, dt: [Sample((np.array([0, 1, 2, 3], dt), rand(rng, (4,), dt, low=0.2,
                                                                         high=9)), name="[n]")],

@@ -20,6 +20,7 @@ from ..ops.elementwise_family import promote_operands
 from ..ops.arithmetic import multiply, negative, subtract
 from ..ops.special import erf, erfc, erfcx, erfinv, log_ndtr, ndtr, ndtri  # noqa: F401
 from ..ops.special_beta import betainc, betaln  # noqa: F401
+from ..ops.special_beta_complement import betaincc  # noqa: F401
 from ..ops.special_bessel import bessel_i0e as i0e, bessel_i1e as i1e  # noqa: F401
 from ..ops.special_gamma import digamma, polygamma, zeta as _zeta
 from ..ops.special_gamma import lgamma as gammaln  # noqa: F401
@@ -27,7 +28,7 @@ from ..ops.special_igamma import igamma as gammainc, igammac as gammaincc  # noq
 
 __all__ = [
     "erf", "erfc", "erfinv", "erfcx", "ndtr", "ndtri", "log_ndtr", "gammaln", "digamma", "psi",
-    "polygamma", "gammainc", "gammaincc", "betaln", "betainc", "zeta", "i0e", "i1e", "xlogy",
+    "polygamma", "gammainc", "gammaincc", "betaln", "betainc", "betaincc", "zeta", "i0e", "i1e", "xlogy",
     "xlog1py", "entr", "logit", "expit", "logsumexp", "softmax", "log_softmax",
 ]
 
