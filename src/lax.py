@@ -6,10 +6,14 @@ supports ``grad`` / ``jvp`` / ``vmap`` / ``compile`` where the maths allows (int
 results have zero tangents). The implementations live in src/arrays/lax/, one concept per file:
 
 * elementwise.py: ``add sub mul div rem max min neg abs sign exp exp2 log log1p expm1 sqrt
-  rsqrt cbrt square pow integer_pow nextafter sin cos tan tanh atan2 floor ceil round
+  rsqrt cbrt square pow integer_pow nextafter sin cos tan tanh sinh cosh asin acos atan asinh
+  acosh atanh logistic complex clz not_ atan2 floor ceil round
   is_finite eq ne lt le gt ge bitwise_and bitwise_or bitwise_xor bitwise_not shift_left
   shift_right_arithmetic shift_right_logical clamp select_n real imag conj
   convert_element_type`` (``div`` / ``rem`` of integers truncate toward zero, as in C).
+* reductions.py: ``reduce`` (any monoid; a tree of pairwise combines for other callables),
+  ``reduce_sum reduce_prod reduce_max reduce_min reduce_and reduce_or reduce_xor argmax argmin
+  dot batch_matmul full full_like zeros_like_array collapse``.
 * bits.py: ``population_count``, ``bitcast_convert_type``, ``reduce_precision``.
 * structural.py: ``pad`` (negative and interior padding), ``broadcast_in_dim``, ``broadcast``,
   ``squeeze``, ``expand_dims``, ``rev``, ``reshape``, ``transpose``, ``concatenate``, ``iota``,
@@ -49,7 +53,9 @@ from .arrays.lax.conv import (ConvDimensionNumbers, conv_dimension_numbers,
                               conv_transpose)  # noqa: F401,A004
 from .arrays.lax.elementwise import (add, sub, mul, div, rem, max, min, neg, abs, sign, exp,
                                      exp2, log, log1p, expm1, sqrt, rsqrt, cbrt, square, pow,
-                                     integer_pow, nextafter, sin, cos, tan, tanh, atan2, floor,
+                                     integer_pow, nextafter, sin, cos, tan, tanh, sinh, cosh,
+                                     asin, acos, atan, asinh, acosh, atanh, logistic, complex,
+                                     clz, not_, atan2, floor,
                                      ceil, round, is_finite, eq, ne, lt, le, gt, ge,
                                      bitwise_and, bitwise_or, bitwise_xor, bitwise_not,
                                      shift_left, shift_right_arithmetic, shift_right_logical,
@@ -58,6 +64,10 @@ from .arrays.lax.elementwise import (add, sub, mul, div, rem, max, min, neg, abs
 from .arrays.lax.gather import (GatherDimensionNumbers, ScatterDimensionNumbers,
                                 GatherScatterMode, gather, scatter, scatter_add, scatter_sub,
                                 scatter_mul, scatter_min, scatter_max)  # noqa: F401,A004
+from .arrays.lax.reductions import (reduce, reduce_sum, reduce_prod, reduce_max, reduce_min,
+                                    reduce_and, reduce_or, reduce_xor, argmax, argmin, dot,
+                                    batch_matmul, full, full_like, zeros_like_array,
+                                    collapse)  # noqa: F401,A004
 from .arrays.lax.scans import (associative_scan, cumlogsumexp, cummax, cummin,  # noqa: F401
                                cumprod, cumsum)
 from .arrays.lax.slicing import (slice, slice_in_dim, index_in_dim, dynamic_slice,
@@ -81,7 +91,11 @@ from .transforms.control import cond, fori_loop, map, scan, switch, while_loop  
 __all__ = [
     "add", "sub", "mul", "div", "rem", "max", "min", "neg", "abs", "sign", "exp", "exp2",
     "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt", "square", "pow", "integer_pow",
-    "nextafter", "sin", "cos", "tan", "tanh", "atan2", "floor", "ceil", "round", "is_finite",
+    "nextafter", "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan", "asinh",
+    "acosh", "atanh", "logistic", "complex", "clz", "not_", "atan2", "floor", "ceil", "round",
+    "is_finite", "reduce", "reduce_sum", "reduce_prod", "reduce_max", "reduce_min",
+    "reduce_and", "reduce_or", "reduce_xor", "argmax", "argmin", "dot", "batch_matmul", "full",
+    "full_like", "zeros_like_array", "collapse",
     "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor",
     "bitwise_not", "shift_left", "shift_right_arithmetic", "shift_right_logical", "clamp",
     "select_n", "real", "imag", "conj", "convert_element_type", "population_count",

@@ -413,3 +413,119 @@ def test_gather_scatter_transforms(rng):
         check_compiled(lambda v, w: lax.scatter_max(v, idx, w, sdn, mode=mode), x, u)
         check_vmap(lambda v, i: lax.scatter_add(v, i, u, sdn, mode=mode),
                    (A(rng.normal(size=(3, 4, 5, 3))), A(rng.integers(-1, 5, size=(3, 2, 3, 2)))))
+
+
+# ---- the rest of JAX's elementwise names, reductions and constructors -------------------------
+
+RNG = np.random.default_rng(7)
+
+@pytest.mark.parametrize("name, ref, lo, hi", [
+    ("sinh", np.sinh, -3, 3), ("cosh", np.cosh, -3, 3), ("asin", np.arcsin, -0.9, 0.9),
+    ("acos", np.arccos, -0.9, 0.9), ("atan", np.arctan, -5, 5), ("asinh", np.arcsinh, -5, 5),
+    ("acosh", np.arccosh, 1.1, 5), ("atanh", np.arctanh, -0.9, 0.9),
+    ("logistic", lambda v: 1 / (1 + np.exp(-v)), -30, 30),
+])
+def test_more_unary_elementwise(name, ref, lo, hi):
+    x = np.linspace(lo, hi, 7)
+    fn = getattr(lax, name)
+    np.testing.assert_allclose(np.asarray(fn(x)), ref(x), rtol=1e-13)
+    check_grads(fn, (snp.asarray(x[1:-1]),), order=2)
+    assert fn(x.astype(np.float32)).dtype == np.float32
+
+
+def test_logistic_extremes_complex_clz_not():
+    assert np.asarray(lax.logistic(np.array([-1000.0, 1000.0]))).tolist() == [0.0, 1.0]
+    with pytest.raises(TypeError, match="logistic"):
+        lax.logistic(np.array([1, 2], np.int32))
+    re, im = np.array([1.0, -2.0], np.float32), np.array([0.5, 3.0], np.float32)
+    z = lax.complex(re, im)
+    assert z.dtype == np.complex64 and np.asarray(z).tolist() == [1 + 0.5j, -2 + 3j]
+    with pytest.raises(TypeError, match="complex"):
+        lax.complex(re, im.astype(np.float64))
+    v = np.array([0, 1, 255, -1, 2 ** 20, 2 ** 31 - 1], np.int32)
+    want = [32, 31, 24, 0, 11, 1]
+    assert np.asarray(lax.clz(v)).tolist() == want
+    assert np.asarray(lax.clz(v.astype(np.int64))).tolist() == [w + 32 for w in want[:3]] + \
+        [0, 43, 33]
+    assert np.asarray(lax.clz(np.array([0, 1, 128], np.uint8))).tolist() == [8, 7, 0]
+    assert np.asarray(lax.not_(np.array([True, False]))).tolist() == [False, True]
+
+
+@pytest.mark.parametrize("name, ref", [("reduce_sum", np.sum), ("reduce_prod", np.prod),
+                                       ("reduce_max", np.max), ("reduce_min", np.min)])
+def test_named_reductions(name, ref):
+    x = RNG.uniform(0.5, 1.5, (3, 4, 5)).astype(np.float32)
+    for axes in [(0,), (1, 2), (), (0, 1, 2), (-1,)]:
+        got = getattr(lax, name)(x, axes)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(np.asarray(got), ref(x, axis=axes), rtol=1e-5)
+    with pytest.raises(ValueError, match="distinct"):
+        getattr(lax, name)(x, (0, 0))
+    check_vmap(lambda v: getattr(lax, name)(v, (1,)), (x,))
+    # a compiled reduction may add in another order: last-bit differences
+    check_compiled(lambda v: getattr(lax, name)(v, (0, 2)), x, atol=1e-5)
+
+
+def test_bitwise_reductions():
+    x = RNG.integers(0, 256, (4, 7)).astype(np.uint8)
+    xs = x.astype(np.int16) - 100
+    for ax in [(0,), (1,), (0, 1)]:
+        assert np.array_equal(np.asarray(lax.reduce_and(x, ax)), np.bitwise_and.reduce(x, ax))
+        assert np.array_equal(np.asarray(lax.reduce_or(xs, ax)), np.bitwise_or.reduce(xs, ax))
+        assert np.array_equal(np.asarray(lax.reduce_xor(xs, ax)), np.bitwise_xor.reduce(xs, ax))
+        assert np.array_equal(np.asarray(lax.reduce_and(xs, ax)), np.bitwise_and.reduce(xs, ax))
+    b = x > 100
+    assert np.array_equal(np.asarray(lax.reduce_or(b, (1,))), b.any(1))
+    assert np.array_equal(np.asarray(lax.reduce_and(b, (1,))), b.all(1))
+    assert np.asarray(lax.reduce_xor(np.zeros((0, 3), np.int32), (0,))).tolist() == [0, 0, 0]
+    with pytest.raises(TypeError, match="integer or bool"):
+        lax.reduce_and(np.ones(3, np.float32), (0,))
+
+
+def test_reduce_monoids_callables_and_pytrees():
+    x = RNG.normal(size=(5, 6))
+    np.testing.assert_allclose(np.asarray(lax.reduce(x, 0.0, lax.add, (0,))), x.sum(0))
+    np.testing.assert_allclose(np.asarray(lax.reduce(x, -np.inf, lax.max, (0, 1))), x.max())
+    # a callable the reduction does not recognise: a tree of pairwise combines
+    got = lax.reduce(x, -np.inf, lambda a, b: snp.maximum(a, b), (1,))
+    np.testing.assert_allclose(np.asarray(got), x.max(1))
+    # argmax as a reduction over (value, index) pairs, as JAX users write it
+    idx = np.broadcast_to(np.arange(6), (5, 6)).astype(np.int32)
+
+    def pick(a, b):
+        take_b = b[0] > a[0]
+        return snp.where(take_b, b[0], a[0]), snp.where(take_b, b[1], a[1])
+    vals, where = lax.reduce((x, idx), (-np.inf, 0), pick, (1,))
+    np.testing.assert_array_equal(np.asarray(where), x.argmax(1))
+    np.testing.assert_allclose(np.asarray(vals), x.max(1))
+    g = starling.grad(lambda v: lax.reduce(v, 1.0, lambda a, b: a * b, (0,)))(
+        snp.asarray(np.array([1.0, 2, 3, 4, 5])))
+    np.testing.assert_allclose(np.asarray(g), 120 / np.array([1.0, 2, 3, 4, 5]))
+    check_vmap(lambda v: lax.reduce(v, 0.0, lambda a, b: a + b, (0,)), (x,))
+    with pytest.raises(ValueError, match="init values"):
+        lax.reduce((x, x), 0.0, lax.add, (0,))
+
+
+def test_argmax_dot_batch_matmul_full_collapse():
+    x = np.array([[1.0, np.nan, 3.0], [2.0, 2.0, 1.0]])
+    assert np.asarray(lax.argmax(x, 1, np.int32)).tolist() == [1, 0]
+    assert lax.argmin(x, 0, np.int64).dtype == np.int64
+    a, b = RNG.normal(size=(3, 4)), RNG.normal(size=(4, 2))
+    np.testing.assert_allclose(np.asarray(lax.dot(a, b)), a @ b)
+    np.testing.assert_allclose(np.asarray(lax.dot(a[0], b[:, 0])), a[0] @ b[:, 0])
+    assert lax.dot(a.astype(np.float32), b.astype(np.float32),
+                   preferred_element_type=np.float64).dtype == np.float64
+    with pytest.raises(TypeError, match="dot_general"):
+        lax.dot(a[None], b)
+    s, t = RNG.normal(size=(2, 3, 4)), RNG.normal(size=(2, 4, 5))
+    np.testing.assert_allclose(np.asarray(lax.batch_matmul(s, t)), s @ t)
+    with pytest.raises(ValueError, match="batch"):
+        lax.batch_matmul(s, t[:1])
+    assert np.asarray(lax.full((2, 2), 7, np.int8)).tolist() == [[7, 7], [7, 7]]
+    f = lax.full_like(np.zeros((3,), np.float32), 2.5)
+    assert f.dtype == np.float32 and f.shape == (3,)
+    assert lax.full_like(f, 1, shape=(2, 1)).shape == (2, 1)
+    assert np.asarray(lax.zeros_like_array(s)).sum() == 0
+    assert lax.collapse(s, 1).shape == (2, 12) and lax.collapse(s, 0, 2).shape == (6, 4)
+    with pytest.raises(ValueError, match="span"):
+        lax.collapse(s, 2, 1)

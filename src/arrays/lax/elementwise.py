@@ -16,7 +16,9 @@ from ._util import is_python_scalar, same_dtype, static_int
 
 __all__ = ["add", "sub", "mul", "div", "rem", "max", "min", "neg", "abs", "sign", "exp", "exp2",
            "log", "log1p", "expm1", "sqrt", "rsqrt", "cbrt", "square", "pow", "integer_pow",
-           "nextafter", "sin", "cos", "tan", "tanh", "atan2", "floor", "ceil", "round",
+           "nextafter", "sin", "cos", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan",
+           "asinh", "acosh", "atanh", "logistic", "complex", "clz", "not_", "atan2", "floor",
+           "ceil", "round",
            "is_finite", "eq", "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or",
            "bitwise_xor", "bitwise_not", "shift_left", "shift_right_arithmetic",
            "shift_right_logical", "clamp", "select_n", "real", "imag", "conj",
@@ -84,10 +86,74 @@ sin = _unary("sin", snp.sin, "Elementwise sine.")
 cos = _unary("cos", snp.cos, "Elementwise cosine.")
 tan = _unary("tan", snp.tan, "Elementwise tangent.")
 tanh = _unary("tanh", snp.tanh, "Elementwise hyperbolic tangent.")
+sinh = _unary("sinh", snp.sinh, "Elementwise hyperbolic sine.")
+cosh = _unary("cosh", snp.cosh, "Elementwise hyperbolic cosine.")
+asin = _unary("asin", snp.asin, "Elementwise inverse sine.")
+acos = _unary("acos", snp.acos, "Elementwise inverse cosine.")
+atan = _unary("atan", snp.atan, "Elementwise inverse tangent.")
+asinh = _unary("asinh", snp.asinh, "Elementwise inverse hyperbolic sine.")
+acosh = _unary("acosh", snp.acosh, "Elementwise inverse hyperbolic cosine.")
+atanh = _unary("atanh", snp.atanh, "Elementwise inverse hyperbolic tangent.")
 floor = _unary("floor", snp.floor, "Elementwise round toward -inf.")
 ceil = _unary("ceil", snp.ceil, "Elementwise round toward +inf.")
 is_finite = _unary("is_finite", snp.isfinite, "Elementwise: not inf and not NaN (bool).")
 bitwise_not = _unary("bitwise_not", snp.bitwise_not, "Elementwise bitwise / logical not.")
+not_ = _unary("not_", snp.bitwise_not, "Elementwise bitwise / logical not (JAX's ``lax.not_``).")
+
+
+def logistic(x):
+    """Elementwise ``1 / (1 + exp(-x))`` (JAX's ``lax.logistic``), without overflow for large
+    ``|x|``; floating ``x`` only (lax does not promote).
+
+    Raises:
+        TypeError: a non-floating ``x``.
+    """
+    (x,) = same_dtype("logistic", x)
+    if not dtypes.is_inexact(x.dtype):
+        raise TypeError(f"logistic: expected a floating or complex operand, got {x.dtype}")
+    if dtypes.is_complex(x.dtype):
+        return 1.0 / (1.0 + snp.exp(-x))
+    # exp of a non-positive number never overflows: each half sees only its own side (so
+    # the other half's derivative is never a NaN); they agree at 0
+    pos = x >= 0
+    up = snp.exp(-snp.where(pos, x, 0.0))
+    down = snp.exp(snp.where(pos, 0.0, x))
+    return snp.where(pos, 1.0 / (1.0 + up), down / (1.0 + down))
+
+
+def complex(x, y):  # noqa: A001  (JAX's name)
+    """``x + 1j * y`` from two real arrays of one dtype: float32 -> complex64, float64 ->
+    complex128 (JAX's ``lax.complex``).
+
+    Raises:
+        TypeError: dtypes that differ or are not float32 / float64.
+    """
+    x, y = same_dtype("complex", x, y)
+    if x.dtype not in (dtypes.float32, dtypes.float64):
+        raise TypeError(f"complex: expected float32 or float64 operands, got {x.dtype}")
+    return snp.astype(x, dtypes.complex_dtype(x.dtype)) + 1j * y
+
+
+def clz(x):
+    """Count of leading zero bits of each integer (JAX's ``lax.clz``): ``bits`` for 0, 0 for a
+    negative signed integer; the dtype is kept.
+
+    Raises:
+        TypeError: a non-integer ``x``.
+    """
+    from .bits import population_count
+    (x,) = same_dtype("clz", x)
+    if not dtypes.is_integer(x.dtype):
+        raise TypeError(f"clz: expected an integer operand, got {x.dtype}")
+    # smear the highest set bit into every lower position; the zeros left above it are the
+    # leading zeros: bits - popcount(smeared)
+    bits = x.dtype.itemsize * 8
+    u = snp.astype(x, {8: snp.uint8, 16: snp.uint16, 32: snp.uint32, 64: snp.uint64}[bits])
+    shift = 1
+    while shift < bits:
+        u = u | snp.right_shift(u, snp.asarray(shift, dtype=u.dtype))
+        shift *= 2
+    return snp.astype(bits - snp.astype(population_count(u), snp.int64), x.dtype)
 real = _unary("real", snp.real, "Real part.")
 imag = _unary("imag", snp.imag, "Imaginary part.")
 conj = _unary("conj", snp.conj, "Complex conjugate.")
