@@ -737,7 +737,11 @@ def rademacher(key, shape=(), dtype=dtypes.int64):
     return convert_element_type(signs, dt)
 
 
-from .random_distributions import *  # noqa: E402,F401,F403
-from .random_distributions import __all__ as _dist_all  # noqa: E402
+# The distributions live in their own concept files; they import the helpers above, so they
+# are attached last.
+from . import random_distributions as _dists, random_gamma as _gamma  # noqa: E402
 
-__all__ = __all__ + list(_dist_all)
+for _mod in (_dists, _gamma):
+    globals().update({_name: getattr(_mod, _name) for _name in _mod.__all__})
+    __all__ = __all__ + list(_mod.__all__)
+del _mod
