@@ -209,3 +209,78 @@ def test_f_and_generalized_normal_ks():
         sr.generalized_normal(sr.key(0), 0.0)
     with pytest.raises(ValueError, match="chisquare: df must be > 0"):
         sr.chisquare(sr.key(0), -2.0)
+
+
+# ---- discrete --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("lam", [0.0, 0.5, 3.0, 9.99, 10.0, 25.0, 1e4])
+def test_poisson_chi_square(lam):
+    x = np.asarray(sr.poisson(sr.key(20), lam, (N,)))
+    assert x.dtype == np.int64 and x.min() >= 0
+    assert chi2_discrete(x, stats.poisson(lam).pmf, int(lam + 10 * np.sqrt(lam) + 10)) > P_MIN
+
+
+@pytest.mark.parametrize("n,p", [(0, 0.3), (10, 0.0), (10, 1.0), (20, 0.3), (7, 0.99),
+                                 (50, 0.05), (100, 0.5), (1000, 0.9), (200, 0.05)])
+def test_binomial_chi_square(n, p):
+    x = np.asarray(sr.binomial(sr.key(21), n, p, (N,)))
+    assert x.dtype == np.float32 and x.min() >= 0 and x.max() <= n
+    assert chi2_discrete(x, stats.binom(n, p).pmf, n) > P_MIN
+
+
+@pytest.mark.parametrize("p", [0.3, 1.0, 0.01])
+def test_geometric_chi_square(p):
+    x = np.asarray(sr.geometric(sr.key(22), p, (N,)))
+    assert x.min() >= 1
+    assert chi2_discrete(x, stats.geom(p).pmf, 3000) > P_MIN
+
+
+def test_discrete_array_parameters_reproducible_and_vmapped():
+    k = sr.key(23)
+    lam = snp.asarray(np.array([0.0, 0.7, 9.5, 10.0, 30.0, 2e5]))
+    n = snp.asarray(np.array([0.0, 5.0, 30.0, 100.0, 1e4, 3.0]))
+    p = snp.asarray(np.array([0.5, 1.0, 0.4, 0.05, 0.7, 0.0]))
+    fns = [lambda kk, a, b, c: sr.poisson(kk, a, (50, 6)),
+           lambda kk, a, b, c: sr.binomial(kk, b, c, (50, 6), np.int32),
+           lambda kk, a, b, c: sr.geometric(kk, snp.maximum(c, 0.1), (50, 6))]
+    for f in fns:
+        eager = np.asarray(f(k, lam, n, p))
+        np.testing.assert_array_equal(np.asarray(staged(f, k, lam, n, p)), eager)
+        np.testing.assert_array_equal(np.asarray(starling.compile(f)(k, lam, n, p)), eager)
+        keys = sr.split(k, 3)
+        vk = starling.vmap(lambda kk: f(kk, lam, n, p))(keys)
+        np.testing.assert_array_equal(np.asarray(vk), np.stack([np.asarray(f(kk, lam, n, p))
+                                                                for kk in keys]))
+    b = np.asarray(sr.binomial(k, n, p))
+    assert b[0] == 0 and b[1] == 5 and b[5] == 0
+    vl = starling.vmap(lambda a: sr.poisson(k, a, (4,)))(lam)
+    np.testing.assert_array_equal(np.asarray(vl), np.stack([np.asarray(sr.poisson(k, a, (4,)))
+                                                            for a in lam]))
+    # means of the large-parameter rejection samplers
+    big = np.asarray(sr.poisson(k, lam, (400, 6)), np.float64).mean(0)
+    np.testing.assert_allclose(big[4:], np.asarray(lam)[4:], rtol=0.03)
+
+
+def test_discrete_bad_parameters():
+    k = sr.key(0)
+    with pytest.raises(ValueError, match="poisson: lam must be finite and >= 0"):
+        sr.poisson(k, -1.0)
+    with pytest.raises(ValueError, match="poisson: lam must be finite and >= 0"):
+        sr.poisson(k, np.array([1.0, np.inf]))
+    with pytest.raises(TypeError, match="poisson: dtype must be an integer"):
+        sr.poisson(k, 1.0, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"binomial: p must be in \[0, 1\]"):
+        sr.binomial(k, 10, 1.5)
+    with pytest.raises(ValueError, match="binomial: n must be finite and >= 0"):
+        sr.binomial(k, -3, 0.5)
+    with pytest.raises(ValueError, match=r"geometric: p must be in \(0, 1\]"):
+        sr.geometric(k, 0.0)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        sr.poisson(k, np.ones(3), (4,))
+    # traced invalid parameters cannot be checked: -1
+    f = starling.compile(lambda lam, p: (sr.poisson(k, lam, (2,)), sr.binomial(k, 5.0, p, (2,)),
+                                         sr.geometric(k, p, (2,))))
+    outs = f(-2.0, 1.5)
+    for o in outs:
+        assert np.all(np.asarray(o) == -1)
+    assert np.all(np.asarray(sr.geometric(k, 1e-12, (5,), np.int16)) == 32767)
