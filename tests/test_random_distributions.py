@@ -284,3 +284,90 @@ def test_discrete_bad_parameters():
     for o in outs:
         assert np.all(np.asarray(o) == -1)
     assert np.all(np.asarray(sr.geometric(k, 1e-12, (5,), np.int16)) == 32767)
+
+
+# ---- multivariate ----------------------------------------------------------------------------
+
+_A = np.array([[2.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.5, -0.3, 0.4]])
+_COV = _A @ _A.T
+_MEAN = np.array([1.0, -2.0, 0.5])
+
+
+@pytest.mark.parametrize("method", ["cholesky", "eigh", "svd"])
+def test_multivariate_normal_marginals_ks(method):
+    x = np.asarray(sr.multivariate_normal(sr.key(30), _MEAN, _COV, (N,), method=method))
+    assert x.shape == (N, 3) and x.dtype == np.float64
+    for i in range(3):
+        assert ks(x[:, i], stats.norm(_MEAN[i], np.sqrt(_COV[i, i])).cdf) > P_MIN
+    # the projection on a fixed direction checks the off-diagonal covariance too
+    w = np.array([1.0, -1.0, 2.0])
+    assert ks(x @ w, stats.norm(w @ _MEAN, np.sqrt(w @ _COV @ w)).cdf) > P_MIN
+
+
+def test_multivariate_normal_batches_semidefinite_gradients_and_errors():
+    k = sr.key(31)
+    covs = np.stack([_COV, np.eye(3)]).astype(np.float32)
+    x = sr.multivariate_normal(k, np.zeros((4, 1, 3), np.float32), covs)
+    assert x.shape == (4, 2, 3) and x.dtype == np.float32
+    # rank-1 covariance: eigh works, every sample lies on the line
+    v = np.array([1.0, 2.0, -1.0])
+    y = np.asarray(sr.multivariate_normal(k, np.zeros(3), np.outer(v, v), (200,), method="eigh"))
+    np.testing.assert_allclose(np.cross(y, v), 0.0, atol=1e-9)
+    g = starling.grad(lambda m: snp.sum(sr.multivariate_normal(k, m, _COV, (5,))))(_MEAN)
+    np.testing.assert_allclose(np.asarray(g), 5.0)
+    f = lambda kk, m, c: sr.multivariate_normal(kk, m, c, (6,))  # noqa: E731
+    np.testing.assert_array_equal(np.asarray(staged(f, k, snp.asarray(_MEAN), snp.asarray(_COV))),
+                                  np.asarray(f(k, _MEAN, _COV)))
+    with pytest.raises(ValueError, match=r"normal: cov must have shape \(\.\.\., 3, 3\)"):
+        sr.multivariate_normal(k, _MEAN, np.ones((3, 2)))
+    with pytest.raises(ValueError, match="cov must have shape"):
+        sr.multivariate_normal(k, _MEAN, np.eye(2))
+    with pytest.raises(ValueError, match="method must be one of"):
+        sr.multivariate_normal(k, _MEAN, _COV, method="lu")
+    with pytest.raises(ValueError, match="does not broadcast to shape"):
+        sr.multivariate_normal(k, np.zeros((2, 3)), _COV, (3,))
+
+
+def test_orthogonal_haar():
+    q = np.asarray(sr.orthogonal(sr.key(32), 3, (N // 2,)))
+    assert q.shape == (N // 2, 3, 3) and q.dtype == np.float32
+    np.testing.assert_allclose(q.transpose(0, 2, 1) @ q, np.broadcast_to(np.eye(3), q.shape),
+                               atol=1e-5)
+    # Haar: every entry of a uniformly random 3x3 orthogonal matrix is uniform on [-1, 1]
+    # (Archimedes), and det = +1 / -1 equally often; plain QR without the sign fix fails both.
+    for i, j in [(0, 0), (2, 1)]:
+        assert ks(q[:, i, j], stats.uniform(-1, 2).cdf) > P_MIN
+    assert stats.binomtest(int((np.linalg.det(q) > 0).sum()), q.shape[0]).pvalue > P_MIN
+    wide = np.asarray(sr.orthogonal(sr.key(33), 2, m=5, dtype=np.float64))
+    assert wide.shape == (2, 5)
+    np.testing.assert_allclose(wide @ wide.T, np.eye(2), atol=1e-12)
+    assert sr.orthogonal(sr.key(0), 0, (2,)).shape == (2, 0, 0)
+    with pytest.raises(ValueError, match="orthogonal: n must be >= 0"):
+        sr.orthogonal(sr.key(0), -1)
+    with pytest.raises(TypeError, match="orthogonal: n must be an int"):
+        sr.orthogonal(sr.key(0), 2.5)
+
+
+def test_nn_orthogonal_initializer_is_random_orthogonal():
+    w = starling.nn.initializers.orthogonal()(sr.key(34), (5, 3))
+    np.testing.assert_array_equal(np.asarray(w), np.asarray(sr.orthogonal(sr.key(34), 5, m=3)))
+
+
+@pytest.mark.parametrize("p", [0.5, 1.0, 2.0, 4.0])
+def test_ball_radius_ks(p):
+    x = np.asarray(sr.ball(sr.key(35), 3, p, (N // 2,), np.float64))
+    assert x.shape == (N // 2, 3)
+    r = (np.abs(x) ** p).sum(-1) ** (1 / p)
+    assert r.max() < 1
+    # uniform in the ball: P(|x|_p <= r) = r**d
+    assert ks(r ** 3, stats.uniform().cdf) > P_MIN
+    # and symmetric: the sign pattern of the coordinates is uniform over the 8 octants
+    octant = ((x > 0) * np.array([1, 2, 4])).sum(-1)
+    assert stats.chisquare(np.bincount(octant, minlength=8)).pvalue > P_MIN
+
+
+def test_ball_errors():
+    with pytest.raises(ValueError, match="ball: d must be >= 1"):
+        sr.ball(sr.key(0), 0)
+    with pytest.raises(ValueError, match="ball: p must be > 0"):
+        sr.ball(sr.key(0), 2, -1.0)

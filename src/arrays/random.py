@@ -740,9 +740,9 @@ def rademacher(key, shape=(), dtype=dtypes.int64):
 # The distributions live in their own concept files; they import the helpers above, so they
 # are attached last.
 from . import random_discrete as _discrete, random_distributions as _dists  # noqa: E402
-from . import random_gamma as _gamma  # noqa: E402
+from . import random_gamma as _gamma, random_multivariate as _multivariate  # noqa: E402
 
-for _mod in (_dists, _gamma, _discrete):
+for _mod in (_dists, _gamma, _discrete, _multivariate):
     globals().update({_name: getattr(_mod, _name) for _name in _mod.__all__})
     __all__ = __all__ + list(_mod.__all__)
 del _mod
