@@ -371,3 +371,108 @@ def test_ball_errors():
         sr.ball(sr.key(0), 0)
     with pytest.raises(ValueError, match="ball: p must be > 0"):
         sr.ball(sr.key(0), 2, -1.0)
+
+
+# ---- closed-form families --------------------------------------------------------------------
+
+_CLOSED = [
+    ("pareto", lambda k: sr.pareto(k, 2.5, (N,), np.float64), stats.pareto(2.5)),
+    ("weibull_min", lambda k: sr.weibull_min(k, 2.0, 0.7, (N,), np.float64),
+     stats.weibull_min(0.7, scale=2.0)),
+    ("rayleigh", lambda k: sr.rayleigh(k, 1.5, (N,), np.float64), stats.rayleigh(scale=1.5)),
+    ("lognormal", lambda k: sr.lognormal(k, 0.8, (N,), np.float64), stats.lognorm(0.8)),
+    ("maxwell", lambda k: sr.maxwell(k, (N,), np.float64), stats.maxwell()),
+    ("triangular", lambda k: sr.triangular(k, -1.0, 0.5, 3.0, (N,), np.float64),
+     stats.triang(1.5 / 4, loc=-1.0, scale=4.0)),
+    ("triangular_mode_at_edge", lambda k: sr.triangular(k, 0.0, 0.0, 1.0, (N,), np.float64),
+     stats.triang(0.0)),
+    ("wald_small", lambda k: sr.wald(k, 0.1, (N,), np.float64), stats.invgauss(0.1)),
+    ("wald", lambda k: sr.wald(k, 30.0, (N,), np.float64), stats.invgauss(30.0)),
+]
+
+
+@pytest.mark.parametrize("name,draw,dist", _CLOSED, ids=[c[0] for c in _CLOSED])
+def test_closed_form_ks(name, draw, dist):
+    x = np.asarray(draw(sr.key(40 + [c[0] for c in _CLOSED].index(name))))
+    assert x.dtype == np.float64 and np.all(np.isfinite(x))
+    assert ks(x, dist.cdf) > P_MIN
+
+
+def test_double_sided_maxwell_and_float32():
+    x = np.asarray(sr.double_sided_maxwell(sr.key(50), 1.0, 2.0, (N,), np.float64))
+    assert ks(np.abs(x - 1.0) / 2.0, stats.maxwell().cdf) > P_MIN
+    assert stats.binomtest(int((x > 1.0).sum()), N).pvalue > P_MIN
+    for f in (lambda k: sr.pareto(k, 3.0, (5,)), lambda k: sr.wald(k, 2.0, (5,), np.float16),
+              lambda k: sr.lognormal(k, shape=(5,), dtype="bfloat16")):
+        out = f(sr.key(1))
+        assert out.shape == (5,) and np.all(np.isfinite(np.asarray(out, np.float64)))
+        np.testing.assert_array_equal(np.asarray(staged(f, sr.key(1)), np.float64),
+                                      np.asarray(out, np.float64))
+
+
+def test_closed_form_gradients_and_vmap():
+    k = sr.key(51)
+    check = starling.test_util.check_grads
+    check(lambda s, c: sr.weibull_min(k, s, c, (4,), np.float64), (1.5, 0.8), order=1)
+    check(lambda b: sr.pareto(k, b, (4,), np.float64), (2.0,), order=1)
+    check(lambda m: sr.wald(k, m, (4,), np.float64), (1.3,), order=1)
+    check(lambda a, m, b: sr.triangular(k, a, m, b, (4,), np.float64), (-1.0, 0.3, 2.0),
+          order=1)
+    check(lambda lo, s: sr.double_sided_maxwell(k, lo, s, (4,), np.float64), (0.5, 2.0),
+          order=1)
+    b = snp.asarray(np.array([0.5, 1.0, 4.0]))
+    v = starling.vmap(lambda bb: sr.pareto(k, bb, (3,)))(b)
+    np.testing.assert_array_equal(np.asarray(v), np.stack([np.asarray(sr.pareto(k, bb, (3,)))
+                                                           for bb in b]))
+
+
+def test_closed_form_bad_parameters():
+    k = sr.key(0)
+    cases = [(lambda: sr.pareto(k, 0.0), "pareto: b must be > 0"),
+             (lambda: sr.weibull_min(k, 1.0, -1.0), "weibull_min: concentration must be > 0"),
+             (lambda: sr.rayleigh(k, np.array([1.0, -1.0])), "rayleigh: scale must be >= 0"),
+             (lambda: sr.lognormal(k, -0.5), "lognormal: sigma must be >= 0"),
+             (lambda: sr.double_sided_maxwell(k, 0.0, -1.0), "scale must be >= 0"),
+             (lambda: sr.triangular(k, 0.0, 2.0, 1.0), "triangular: needs left <= mode"),
+             (lambda: sr.triangular(k, 0.0, 0.0, 0.0), "triangular: needs left <= mode"),
+             (lambda: sr.triangular(k, -np.inf, 0.0, 1.0), "triangular: left must be finite"),
+             (lambda: sr.wald(k, 0.0), "wald: mean must be > 0"),
+             (lambda: sr.pareto(k, np.ones(2), (3,)), "does not broadcast")]
+    for f, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            f()
+    with pytest.raises(TypeError, match="maxwell: dtype"):
+        sr.maxwell(k, (2,), np.int32)
+
+
+# ---- choice without replacement and permutation (JAX semantics) ------------------------------
+
+def test_choice_without_replacement_weighted_pair_law():
+    # successive sampling: P(first = i, second = j) = p_i p_j / (1 - p_i)
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    keys = sr.split(sr.key(60), 20_000)
+    draws = np.asarray(starling.vmap(lambda kk: sr.choice(kk, 4, (2,), replace=False,
+                                                          p=p))(keys))
+    assert np.all(draws[:, 0] != draws[:, 1])
+    obs = np.zeros((4, 4))
+    np.add.at(obs, (draws[:, 0], draws[:, 1]), 1)
+    want = p[:, None] * p[None, :] / (1 - p[:, None])
+    off = ~np.eye(4, dtype=bool)
+    assert stats.chisquare(obs[off], want[off] * draws.shape[0]).pvalue > P_MIN
+    # along an axis of an array: a.shape[:axis] + shape + a.shape[axis + 1:]
+    a = snp.asarray(np.arange(24).reshape(2, 6, 2))
+    out = np.asarray(sr.choice(sr.key(61), a, (2, 2), replace=False, p=np.ones(6), axis=1))
+    assert out.shape == (2, 2, 2, 2)
+    cols = out[0, :, :, 0].ravel() // 2
+    assert len(set(cols.tolist())) == 4
+    np.testing.assert_array_equal(out[1], out[0] + 12)
+
+
+def test_permutation_axis_and_independent():
+    x = np.arange(24).reshape(4, 6)
+    same = np.asarray(sr.permutation(sr.key(62), snp.asarray(x), axis=-1))
+    np.testing.assert_array_equal(same - same[:, :1], np.broadcast_to(same[0] - same[0, 0],
+                                                                      (4, 6)))
+    ind = np.asarray(sr.permutation(sr.key(63), snp.asarray(x), axis=0, independent=True))
+    np.testing.assert_array_equal(np.sort(ind, axis=0), x)
+    assert any(not np.array_equal(ind[:, j] - ind[:, 0], x[:, j] - x[:, 0]) for j in range(6))

@@ -269,7 +269,7 @@ def stream_window(k, starts, full_shape, shape, dtype, tag):
     from . import numpy as snp
     from .ops.shape_lax import iota, reshape
     i64 = dtypes.int64
-    nd, nkb = len(shape), len(k.shape) - 1
+    nd = len(shape)
     pos = None
     for j in range(nd):
         stride = math.prod(full_shape[j + 1:])
@@ -739,10 +739,11 @@ def rademacher(key, shape=(), dtype=dtypes.int64):
 
 # The distributions live in their own concept files; they import the helpers above, so they
 # are attached last.
+from . import random_closed_form as _closed_form  # noqa: E402
 from . import random_discrete as _discrete, random_distributions as _dists  # noqa: E402
 from . import random_gamma as _gamma, random_multivariate as _multivariate  # noqa: E402
 
-for _mod in (_dists, _gamma, _discrete, _multivariate):
+for _mod in (_dists, _gamma, _discrete, _multivariate, _closed_form):
     globals().update({_name: getattr(_mod, _name) for _name in _mod.__all__})
     __all__ = __all__ + list(_mod.__all__)
 del _mod
