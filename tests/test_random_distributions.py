@@ -476,3 +476,32 @@ def test_permutation_axis_and_independent():
     ind = np.asarray(sr.permutation(sr.key(63), snp.asarray(x), axis=0, independent=True))
     np.testing.assert_array_equal(np.sort(ind, axis=0), x)
     assert any(not np.array_equal(ind[:, j] - ind[:, 0], x[:, j] - x[:, 0]) for j in range(6))
+
+
+def test_multinomial_joint_law_and_marginals():
+    p = np.array([0.2, 0.5, 0.0, 0.3])
+    x = np.asarray(sr.multinomial(sr.key(64), 3, p, (N,), np.int32))
+    assert x.shape == (N, 4) and x.dtype == np.int32 and np.all(x.sum(-1) == 3)
+    assert np.all(x[:, 2] == 0)
+    outcomes, counts = np.unique(x, axis=0, return_counts=True)
+    want = stats.multinomial(3, p).pmf(outcomes) * N
+    assert abs(want.sum() - N) < 1e-6 * N
+    assert stats.chisquare(counts, want).pvalue > P_MIN
+    big = np.asarray(sr.multinomial(sr.key(65), 400.0, np.array([1.0, 2.0, 7.0]), (2000,)))
+    assert chi2_discrete(big[:, 0], stats.binom(400, 0.1).pmf, 400) > P_MIN
+    # batched n and p, compiled == eager, vmap over keys == loop
+    n = snp.asarray(np.array([0.0, 5.0, 100.0]))
+    ps = snp.asarray(np.ones((3, 3)))
+    f = lambda kk: sr.multinomial(kk, n, ps)  # noqa: E731
+    out = np.asarray(f(sr.key(66)))
+    np.testing.assert_array_equal(out.sum(-1), [0, 5, 100])
+    np.testing.assert_array_equal(np.asarray(starling.compile(f)(sr.key(66))), out)
+    keys = sr.split(sr.key(67), 3)
+    np.testing.assert_array_equal(np.asarray(starling.vmap(f)(keys)),
+                                  np.stack([np.asarray(f(kk)) for kk in keys]))
+    with pytest.raises(ValueError, match="multinomial: p must be >= 0"):
+        sr.multinomial(sr.key(0), 3, np.array([0.5, -0.1]))
+    with pytest.raises(ValueError, match="multinomial: p must have shape"):
+        sr.multinomial(sr.key(0), 3, 0.5)
+    with pytest.raises(ValueError, match="multinomial: .*broadcast"):
+        sr.multinomial(sr.key(0), np.ones(2), np.ones((3, 2)))

@@ -1,4 +1,4 @@
-"""Discrete counts of ``starling.random``: poisson, binomial and geometric.
+"""Discrete counts of ``starling.random``: poisson, binomial, multinomial and geometric.
 
 Poisson and binomial use sequential-search inversion for small means and W. Hörmann's
 transformed rejection with squeeze for large ones:
@@ -21,12 +21,13 @@ import numpy as np
 from ..core import dtypes
 from . import numpy as snp
 from .ops.convert_element_type import convert_element_type
+from .ops.elementwise_family import broadcast_shapes
 from .ops.special_gamma import lgamma
-from .random import _check_key, split
+from .random import _check_key, _shape, fold_in, split
 from .random_distributions import _F32, _F64, _open_unit, _unit, real_params
 from .random_rejection import rejection_loop
 
-__all__ = ["poisson", "binomial", "geometric"]
+__all__ = ["poisson", "binomial", "multinomial", "geometric"]
 
 # Largest count the inversions walk to: for means below 10, P(X > 200) < 1e-150.
 _INVERSION_CAP = 200.0
@@ -207,6 +208,67 @@ def _btrs(n, q, shape):
         ok = snp.logical_and(in_range, snp.logical_or(fast, snp.less_equal(lhs, rhs)))
         return cand, ok
     return propose
+
+
+def multinomial(key, n, p, shape=None, dtype=_F32):
+    """Multinomial(n, p) counts over the last axis of ``p``.
+
+    Method: conditional binomials (e.g. Devroye, Non-Uniform Random Variate Generation, 1986,
+    XI.1.2): category ``i`` gets ``Binomial(n - (counts so far), p_i / (p_i + ... + p_last))``
+    from ``fold_in(key, i)``, the last category the rest; the categories run as one ``scan``.
+
+    Args:
+        key: a key, uint32 ``(2,)``.
+        n: finite number of trials ``>= 0`` (scalar or array; rounded down).
+        p: non-negative weights ``(*pb, k)`` (normalised over the last axis here).
+        shape: batch shape; default the broadcast of ``n``'s shape and ``pb``, which must
+            broadcast to it.
+        dtype: a floating or integer dtype (default float32, as JAX).
+    Returns:
+        Array ``(*shape, k)`` of ``dtype``; the counts sum to ``n`` over the last axis.
+    Raises:
+        TypeError: a bad key or dtype. ValueError: 0-d ``p``, negative weights or invalid
+        ``n`` (concrete), or batch shapes not broadcasting to ``shape``.
+    """
+    from ..transforms.control import scan
+    op = "multinomial"
+    k = _check_key(key, op)
+    dt = dtypes.canonicalize(dtype)
+    if not (dtypes.is_floating(dt) or dtypes.is_integer(dt)):
+        raise TypeError(f"{op}: dtype must be a real floating or integer dtype, got {dt}")
+    if np.ndim(p) == 0:
+        raise ValueError(f"{op}: p must have shape (..., k) with the categories last, got a "
+                         "scalar")
+    n_cat = np.shape(p)[-1]
+    _, (n,) = real_params(op, None, _F64, [
+        ("n", n, lambda x: (x >= 0) & np.isfinite(x), "n must be finite and >= 0")])
+    _, (p,) = real_params(op, None, _F64, [("p", p, lambda x: x >= 0, "p must be >= 0")])
+    batch = broadcast_shapes(op, tuple(n.shape), tuple(p.shape[:-1]))
+    shape = batch if shape is None else _shape(shape, op)
+    try:
+        ok = broadcast_shapes(op, shape, batch) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{op}: batch shape {batch} (n {tuple(n.shape)}, p "
+                         f"{tuple(p.shape)}) does not broadcast to shape {shape}")
+    n = snp.broadcast_to(snp.floor(n), shape)
+    p = snp.broadcast_to(p / snp.sum(p, axis=-1, keepdims=True), tuple(shape) + (n_cat,))
+    if n_cat == 0:
+        return snp.zeros(tuple(shape) + (0,), dt)
+    tail = snp.flip(snp.cumsum(snp.flip(p, axis=-1), axis=-1), axis=-1)
+    safe = snp.where(snp.greater(tail, 0.0), tail, snp.ones_like(tail))
+    ratio = snp.clip(p / safe, 0.0, 1.0)
+    ratio = snp.moveaxis(ratio, -1, 0)[:-1]
+
+    def step(left, xs):
+        r, i = xs
+        x = binomial(fold_in(k, i), left, r, dtype=_F64)
+        return left - x, x
+
+    left, counts = scan(step, n, (ratio, snp.arange(n_cat - 1, dtype=dtypes.uint32)))
+    out = snp.moveaxis(snp.concatenate([counts, left[None]], axis=0), 0, -1)
+    return _to_count_dtype(out, dt) if dtypes.is_integer(dt) else convert_element_type(out, dt)
 
 
 def geometric(key, p, shape=None, dtype=dtypes.int64):
