@@ -34,6 +34,15 @@ Primitives (family "random"): ``philox4x32`` (keys ``(*b, 2)`` and counters ``(*
 vectorised NumPy reference (``meta["numpy_impl"]``: ``philox4x32_numpy``, ``random_bits_numpy``;
 the numpy_ref oracle) and runs the C++ kernels of ``starling._native`` on concrete arrays
 (bit-identical; tested). ``bits`` of 10M uint32 take about 10 ms (AVX2 kernel).
+
+The distributions live beside this file, one concept per file, and are re-exported here:
+random_distributions.py (uniform, normal, truncated_normal, bernoulli, categorical, gumbel,
+exponential, laplace, logistic, cauchy), random_gamma.py (gamma, loggamma, beta, dirichlet,
+chisquare, t, f, generalized_normal), random_discrete.py (poisson, binomial, multinomial,
+geometric), random_multivariate.py (multivariate_normal, orthogonal, ball) and
+random_closed_form.py (pareto, weibull_min, rayleigh, lognormal, maxwell, double_sided_maxwell,
+triangular, wald). Rejection samplers run as ``while_loop`` rounds whose round ``i`` draws from
+``fold_in(key, i)`` (random_rejection.py).
 """
 from __future__ import annotations
 
