@@ -34,6 +34,15 @@ Primitives (family "random"): ``philox4x32`` (keys ``(*b, 2)`` and counters ``(*
 vectorised NumPy reference (``meta["numpy_impl"]``: ``philox4x32_numpy``, ``random_bits_numpy``;
 the numpy_ref oracle) and runs the C++ kernels of ``starling._native`` on concrete arrays
 (bit-identical; tested). ``bits`` of 10M uint32 take about 10 ms (AVX2 kernel).
+
+The distributions live beside this file, one concept per file, and are re-exported here:
+random_distributions.py (uniform, normal, truncated_normal, bernoulli, categorical, gumbel,
+exponential, laplace, logistic, cauchy), random_gamma.py (gamma, loggamma, beta, dirichlet,
+chisquare, t, f, generalized_normal), random_discrete.py (poisson, binomial, multinomial,
+geometric), random_multivariate.py (multivariate_normal, orthogonal, ball) and
+random_closed_form.py (pareto, weibull_min, rayleigh, lognormal, maxwell, double_sided_maxwell,
+triangular, wald). Rejection samplers run as ``while_loop`` rounds whose round ``i`` draws from
+``fold_in(key, i)`` (random_rejection.py).
 """
 from __future__ import annotations
 
@@ -269,7 +278,7 @@ def stream_window(k, starts, full_shape, shape, dtype, tag):
     from . import numpy as snp
     from .ops.shape_lax import iota, reshape
     i64 = dtypes.int64
-    nd, nkb = len(shape), len(k.shape) - 1
+    nd = len(shape)
     pos = None
     for j in range(nd):
         stride = math.prod(full_shape[j + 1:])
@@ -737,7 +746,13 @@ def rademacher(key, shape=(), dtype=dtypes.int64):
     return convert_element_type(signs, dt)
 
 
-from .random_distributions import *  # noqa: E402,F401,F403
-from .random_distributions import __all__ as _dist_all  # noqa: E402
+# The distributions live in their own concept files; they import the helpers above, so they
+# are attached last.
+from . import random_closed_form as _closed_form  # noqa: E402
+from . import random_discrete as _discrete, random_distributions as _dists  # noqa: E402
+from . import random_gamma as _gamma, random_multivariate as _multivariate  # noqa: E402
 
-__all__ = __all__ + list(_dist_all)
+for _mod in (_dists, _gamma, _discrete, _multivariate, _closed_form):
+    globals().update({_name: getattr(_mod, _name) for _name in _mod.__all__})
+    __all__ = __all__ + list(_mod.__all__)
+del _mod

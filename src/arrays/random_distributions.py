@@ -395,3 +395,40 @@ def categorical(key, logits, axis=-1, shape=None):
         lg = snp.moveaxis(lg, ax, -1)
     noisy = snp.add(lg, gumbel(k, shape + (n,), cd))
     return snp.argmax(noisy, axis=-1)
+
+
+def real_params(op, shape, cd, params):
+    """Checks and broadcasts real distribution parameters.
+
+    ``params``: ``(name, value, ok, rule)`` tuples; ``ok`` maps a float64 NumPy array to a
+    bool array of valid entries and ``rule`` says what is valid (e.g. ``"a must be >= 0"``).
+    Python scalars and concrete arrays are checked (ValueError naming ``op``); traced values
+    cannot be, and each distribution documents what invalid entries give. ``shape`` None means
+    the broadcast shape of the parameters. Returns ``(shape, [value as cd, broadcast to
+    shape])``.
+    """
+    vals = []
+    for name, v, ok, rule in params:
+        if _is_py_real(v):
+            with np.errstate(invalid="ignore"):
+                good = bool(ok(np.float64(v)))
+            if not good:
+                raise ValueError(f"{op}: {rule}, got {name}={v}")
+        elif not isinstance(v, Tracer):
+            arr = np.asarray(v._buf if type(v) is Array else v)
+            if arr.dtype.kind not in "biuf":
+                raise TypeError(f"{op}: {name} must be real, got dtype {arr.dtype}")
+            with np.errstate(invalid="ignore"):
+                good = np.all(ok(arr.astype(np.float64)))
+            if not good:
+                raise ValueError(f"{op}: {rule}; {name} has invalid entries "
+                                 f"({np.array2string(arr, threshold=8)})")
+        x = operand(v, op)
+        if dtypes.is_complex(x.dtype):
+            raise TypeError(f"{op}: {name} must be real, got dtype {x.dtype}")
+        vals.append(convert_element_type(x, cd))
+    if shape is None:
+        shape = broadcast_shapes(op, *(tuple(x.shape) for x in vals)) if vals else ()
+    shape = _shape(shape, op)
+    _check_fits(op, shape, *vals)
+    return shape, [snp.broadcast_to(x, shape) for x in vals]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 
-from .. import linalg
 from .. import numpy as snp
+from .. import random
 from . import init as _init
 
 __all__ = [
@@ -164,17 +164,6 @@ xavier_uniform, xavier_normal = glorot_uniform, glorot_normal
 kaiming_uniform, kaiming_normal = he_uniform, he_normal
 
 
-def _orthogonal_matrix(key, n_rows, n_cols, dtype):
-    """``(n_rows, n_cols)`` with orthonormal rows or columns, Haar-distributed: the Q of the QR
-    of a Gaussian matrix with R's diagonal signs moved into Q (Mezzadri 2007)."""
-    big, small = max(n_rows, n_cols), min(n_rows, n_cols)
-    a = _init.normal(key, (big, small), 0.0, 1.0, dtype)
-    q, r = linalg.qr(a)
-    d = snp.diagonal(r)
-    q = q * snp.astype(snp.where(d < 0, -1.0, 1.0), dtype)
-    return q if n_rows >= n_cols else snp.matrix_transpose(q)
-
-
 def orthogonal(scale=1.0, column_axis=-1, dtype=_F32):
     """Initializer with orthonormal columns (or rows, if there are fewer rows) times
     ``scale`` (Saxe et al. 2014): the shape is viewed as a matrix whose columns run along
@@ -191,7 +180,7 @@ def orthogonal(scale=1.0, column_axis=-1, dtype=_F32):
         ax = column_axis % len(shape)
         n_cols = shape[ax]
         rest = shape[:ax] + shape[ax + 1:]
-        m = _orthogonal_matrix(key, math.prod(rest), n_cols, dtype) * scale
+        m = random.orthogonal(key, math.prod(rest), (), dtype, m=n_cols) * scale
         return snp.moveaxis(snp.reshape(m, rest + (n_cols,)), -1, ax)
     return init
 
