@@ -37,6 +37,7 @@ from typing import NamedTuple
 
 from .. import numpy as snp
 from ..transforms.checkpoint import checkpoint
+from ..transforms.control.scan import scan
 from ..transforms.custom import custom_jvp
 from .losses import _check_reduction, _check_targets
 from .module import Module
@@ -192,62 +193,79 @@ def _chunk_loss(cfg, h, w, b, t, q, keep):
     return _masked(_row_loss(_chunk_stats(h, w, b, t, q, cfg)[1], cfg)[0], keep)
 
 
-def _chunk_loss_and_grads(h, w, b, t, q, keep, cfg, gw, gb):
-    """Summed loss of one chunk, its ``grad_hidden`` rows, and ``gw`` / ``gb`` (lists with one
-    accumulator per vocabulary block, None before the first chunk) updated in place."""
+def _chunk_loss_and_grads(h, w, b, t, q, keep, dq, cfg, gw, gb):
+    """Summed loss of one chunk, its ``grad_hidden`` rows, the accumulators ``gw`` / ``gb``
+    (lists with one entry per vocabulary block) with the chunk's gradient added, and (for
+    probability targets) the tangent ``sum d loss / d q * dq`` of the chunk."""
     z, s = _chunk_stats(h, w, b, t, q, cfg)
     loss, lse = _row_loss(s, cfg)
     a = _row_scale(s, lse, cfg)
-    gh = None
+    gh, gw, gb = None, list(gw), None if gb is None else list(gb)
+    tq = snp.zeros((), cfg.acc)
     for j, (v0, v1) in enumerate(_ranges(cfg.n_classes, cfg.vocab_chunk)):
         zj = z if z is not None else _logits(h, w, b, v0, v1, cfg)
-        qj = None if q is None else _cols(q, v0, v1)
-        g = _dlogits(zj, v0, lse, a, t, qj, keep, cfg)
+        if dq is not None:
+            # loss is linear in q: d loss_i / d q_ic = (1 - eps) (lse_i - z_ic)
+            dqj = _cols(dq, v0, v1).astype(cfg.acc)
+            tq = tq + snp.sum(snp.where(keep[:, None], dqj * (lse[:, None] - zj), 0.0))
+        g = _dlogits(zj, v0, lse, a, t, None if q is None else _cols(q, v0, v1), keep, cfg)
         gm = g if g.dtype == h.dtype else g.astype(h.dtype)
         ghj = gm @ _rows(w, v0, v1)
         gh = ghj if gh is None else gh + ghj
         gwj = snp.matrix_transpose(gm) @ h
-        gwj = gwj if gwj.dtype == cfg.acc else gwj.astype(cfg.acc)
-        gw[j] = gwj if gw[j] is None else gw[j] + gwj
+        gw[j] = gw[j] + (gwj if gwj.dtype == cfg.acc else gwj.astype(cfg.acc))
         if gb is not None:
-            gbj = snp.sum(g, axis=0)
-            gb[j] = gbj if gb[j] is None else gb[j] + gbj
-    return snp.sum(_masked(loss, keep)), gh
+            gb[j] = gb[j] + snp.sum(g, axis=0)
+    return snp.sum(_masked(loss, keep)), gh, gw, gb, tq * (1.0 - cfg.smoothing)
 
 
-# ---- the whole loss -----------------------------------------------------------------------------
+# ---- the whole loss: a scan over token chunks ---------------------------------------------------
 
-def _loss_and_grads(cfg, h, w, b, t, q, keep, grads):
+def _token_chunks(cfg, h, t, q, keep, dq=None):
+    """``(h, t, q, keep, dq)`` cut into ``(n_chunks, token_chunk, ...)`` stacks (scanned inputs),
+    the last chunk padded with ignored rows; ``keep`` is always an array then."""
+    n_tok, c = h.shape[0], cfg.token_chunk
+    n = -(-n_tok // c)
+    pad = n * c - n_tok
+    if keep is None:
+        keep = snp.ones((n_tok,), bool)
+
+    def cut(x):
+        if x is None:
+            return None
+        if pad:
+            x = snp.concatenate([x, snp.zeros((pad,) + tuple(x.shape[1:]), x.dtype)], axis=0)
+        return x.reshape((n, c) + tuple(x.shape[1:]))
+    return n, (cut(h), cut(t), cut(q), cut(keep), cut(dq))
+
+
+def _loss_and_grads(cfg, h, w, b, t, q, keep, grads, dq=None):
     """Summed loss over all tokens (dtype of ``h``), and with ``grads`` the gradients of that sum
-    with respect to ``h``, ``w`` and ``b`` (None without bias)."""
+    with respect to ``h``, ``w`` and ``b`` (None without bias) and its tangent along the
+    probability targets' tangent ``dq`` (0 without)."""
     n_tok, dtype = h.shape[0], h.dtype
-    n_blocks = len(_ranges(cfg.n_classes, cfg.vocab_chunk))
+    n, xs = _token_chunks(cfg, h, t, q, keep, dq)
     total = snp.zeros((), cfg.acc)
-    gw = [None] * n_blocks
-    gb = None if b is None else [None] * n_blocks
-    gh = []
-    for r0, r1 in _ranges(n_tok, cfg.token_chunk):
-        args = (h[r0:r1], w, b, None if t is None else t[r0:r1],
-                None if q is None else q[r0:r1], None if keep is None else keep[r0:r1])
-        if not grads:
-            total = total + snp.sum(_chunk_loss(cfg, *args))
-            continue
-        part, ghc = _chunk_loss_and_grads(*args, cfg, gw, gb)
-        total = total + part
-        gh.append(ghc)
-    total = total.astype(dtype)
     if not grads:
-        return total
-    n_cls, hid = w.shape
-    if n_tok == 0:
-        gw = [snp.zeros((v1 - v0, hid), cfg.acc) for v0, v1 in _ranges(n_cls, cfg.vocab_chunk)]
-        gb = None if b is None else [snp.zeros((v1 - v0,), cfg.acc)
-                                     for v0, v1 in _ranges(n_cls, cfg.vocab_chunk)]
-    gh = snp.concatenate(gh, axis=0) if gh else snp.zeros((0, hid), dtype)
-    gw = _cat(gw).astype(w.dtype) if len(gw) > 1 or gw[0].dtype != w.dtype else gw[0]
+        def body(total, x):
+            return total + snp.sum(_chunk_loss(cfg, x[0], w, b, *x[1:4])), ()
+        return scan(body, total, xs, length=n)[0].astype(dtype)
+    blocks = _ranges(cfg.n_classes, cfg.vocab_chunk)
+    gw = [snp.zeros((v1 - v0, w.shape[1]), cfg.acc) for v0, v1 in blocks]
+    gb = None if b is None else [snp.zeros((v1 - v0,), cfg.acc) for v0, v1 in blocks]
+
+    def body(carry, x):
+        total, gw, gb, tq = carry
+        part, gh, gw, gb, tqc = _chunk_loss_and_grads(x[0], w, b, *x[1:], cfg, gw, gb)
+        return (total + part, gw, gb, tq + tqc), gh
+    (total, gw, gb, tq), gh = scan(body, (total, gw, gb, snp.zeros((), cfg.acc)), xs, length=n)
+    gh = gh.reshape((n * cfg.token_chunk, h.shape[1]))[:n_tok]
+    gw = _cat(gw)
+    gw = gw if gw.dtype == w.dtype else gw.astype(w.dtype)
     if b is not None:
-        gb = _cat(gb).astype(b.dtype) if len(gb) > 1 or gb[0].dtype != b.dtype else gb[0]
-    return total, gh, gw, gb
+        gb = _cat(gb)
+        gb = gb if gb.dtype == b.dtype else gb.astype(b.dtype)
+    return total.astype(dtype), gh, gw, gb, tq.astype(dtype)
 
 
 def _cat(parts):
@@ -261,37 +279,27 @@ def _summed(cfg, h, w, b, t, q, keep):
 
 @_summed.defjvp
 def _summed_jvp(cfg, primals, tangents):
-    h, w, b = primals[:3]
-    dh, dw, db = tangents[:3]
-    total, gh, gw, gb = _loss_and_grads(cfg, *primals, grads=True)
+    h, w, b, _, q, _ = primals
+    dh, dw, db, _, dq, _ = tangents
+    total, gh, gw, gb, tq = _loss_and_grads(cfg, *primals, grads=True, dq=dq)
     tan = snp.vdot(gh, dh) + snp.vdot(gw, dw)
     if b is not None:
         tan = tan + snp.vdot(gb, db)
+    if q is not None:
+        tan = tan + tq
     return total, tan.astype(total.dtype)
 
 
 def _per_token(cfg, h, w, b, t, q, keep):
     """Per-token losses ``(tokens,)``; each token chunk is recomputed in reverse mode."""
+    n_tok = h.shape[0]
+    n, xs = _token_chunks(cfg, h, t, q, keep)
     chunk = checkpoint(functools.partial(_chunk_loss, cfg))
-    parts = [chunk(h[r0:r1], w, b, None if t is None else t[r0:r1],
-                   None if q is None else q[r0:r1], None if keep is None else keep[r0:r1])
-             for r0, r1 in _ranges(h.shape[0], cfg.token_chunk)]
-    if not parts:
-        return snp.zeros((0,), h.dtype)
-    out = _cat(parts)
+
+    def body(_, x):
+        return (), chunk(x[0], w, b, *x[1:4])
+    out = scan(body, (), xs, length=n)[1].reshape((n * cfg.token_chunk,))[:n_tok]
     return out if out.dtype == h.dtype else out.astype(h.dtype)
-
-
-@custom_jvp
-def _held_constant(q):
-    return q
-
-
-@_held_constant.defjvp
-def _held_constant_jvp(primals, tangents):
-    raise TypeError(f"{OP}: probability targets are held constant (not differentiable): their "
-                    "gradient is the (tokens, vocab) log-probabilities the fused loss avoids; "
-                    "differentiate cross_entropy(hidden @ weight.T + bias, target) instead")
 
 
 # ---- the public function ------------------------------------------------------------------------
@@ -304,8 +312,8 @@ def _chunk_sizes(chunk_size, n_tok, n_cls, acc):
             return max(1, min(n_tok, rows)), max(1, n_cls)
         rows = max(1, min(n_tok, MIN_TOKEN_ROWS))
         return rows, max(1, min(n_cls, BLOCK_BYTES // (rows * item)))
-    pair = (chunk_size, None) if isinstance(chunk_size, int) else tuple(chunk_size)
-    if len(pair) != 2 or not all(c is None or (isinstance(c, int) and not isinstance(c, bool)
+    pair = (chunk_size, None) if isinstance(chunk_size, int) else chunk_size
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(c is None or (isinstance(c, int) and not isinstance(c, bool)
                                                and c > 0) for c in pair):
         raise ValueError(f"{OP}: chunk_size must be None, a positive int (tokens per chunk) or "
                          f"a pair (tokens, vocabulary) of positive ints, got {chunk_size!r}")
@@ -369,8 +377,8 @@ def linear_cross_entropy(hidden, weight, target, bias=None, *, ignore_index=-100
         weight: ``(V, H)``, the output projection (for weight tying pass the embedding's
             ``(V, H)`` weight: its gradient is the sum of both uses, as for any shared array).
         target: integer class indices ``(*tokens,)`` in ``[0, V)`` or equal to
-            ``ignore_index``, or class probabilities ``(*tokens, V)`` (floating; held constant:
-            differentiating with respect to them raises TypeError).
+            ``ignore_index``, or class probabilities ``(*tokens, V)`` (floating; differentiable,
+            though their gradient is itself ``(tokens, V)``).
         bias: ``(V,)`` or None.
         ignore_index: index targets equal to it contribute 0 and are left out of the mean.
         reduction: ``"mean"`` (over non-ignored tokens for index targets, NaN when all are
@@ -389,8 +397,8 @@ def linear_cross_entropy(hidden, weight, target, bias=None, *, ignore_index=-100
     Raises:
         ValueError: shapes (named with the op and the shapes seen), reduction, label_smoothing
             outside [0, 1], negative z_loss, bad chunk_size.
-        TypeError: non-floating hidden / weight / bias, a target neither integer nor floating,
-            or differentiating with respect to probability targets.
+        TypeError: non-floating hidden / weight / bias, or a target neither integer nor
+            floating.
         IndexError: (eager) a class index outside ``[0, V)`` that is not ``ignore_index``.
     """
     _check_options(reduction, label_smoothing, z_loss, chunk_size)
@@ -408,7 +416,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, *, ignore_index=-100
     h = hidden.reshape((n_tok, hidden.shape[-1]))
     if soft:
         t, keep = None, None
-        q = _held_constant(target.reshape((n_tok, n_cls)))
+        q = target.reshape((n_tok, n_cls))
     else:
         _check_targets(OP, target, n_cls, ignore_index)
         t = target.reshape((n_tok,))
