@@ -1,7 +1,8 @@
 """Peak memory and time of a language-model head's loss + gradient: fused
 ``linear_cross_entropy`` vs ``cross_entropy(hidden @ weight.T, target)``, against JAX / PyTorch.
 
-Case: ``loss, (grad_hidden, grad_weight) = value_and_grad(loss_fn)(hidden, weight)`` with hidden
+Case: ``loss, (grad_hidden, grad_weight) = value_and_grad(loss_fn)(hidden, weight, target)``
+(targets an argument, as in a training step, not a constant folded into the program), hidden
 ``(T, H)``, weight ``(V, H)``, integer targets ``(T,)`` (about 1/8 of them ``ignore_index``),
 float32, mean reduction, no bias. Default T = 4096, H = 1024, V = 32000 (the logits are 500 MiB);
 ``--quick``: T = 1024, H = 512, V = 8000.
@@ -80,15 +81,15 @@ def _starling(variant, x, w, y):
     kind, _, mode = variant.partition("-")
     yt = snp.asarray(y.astype("int32"))
     if kind == "fused":
-        def loss(h, wt):
+        def loss(h, wt, yt):
             return F.linear_cross_entropy(h, wt, yt, ignore_index=IGNORE)
     else:
-        def loss(h, wt):
+        def loss(h, wt, yt):
             return F.cross_entropy(h @ wt.T, yt, ignore_index=IGNORE)
     f = st.value_and_grad(loss, argnums=(0, 1))
     if mode == "compiled":
         f = st.compile(f, backend="cpp")
-    args = (snp.asarray(x), snp.asarray(w))
+    args = (snp.asarray(x), snp.asarray(w), yt)
     return lambda: f(*args)
 
 

@@ -195,28 +195,33 @@ def _chunk_loss(cfg, h, w, b, t, q, keep):
 
 def _chunk_loss_and_grads(h, w, b, t, q, keep, dq, cfg, gw, gb):
     """Summed loss of one chunk, its ``grad_hidden`` rows, the accumulators ``gw`` / ``gb``
-    (lists with one entry per vocabulary block) with the chunk's gradient added, and (for
-    probability targets) the tangent ``sum d loss / d q * dq`` of the chunk."""
+    (lists with one entry per vocabulary block, None entries before the first chunk) with the
+    chunk's gradient added, and (with ``dq``) the chunk's tangent ``sum d loss / d q * dq``."""
     z, s = _chunk_stats(h, w, b, t, q, cfg)
     loss, lse = _row_loss(s, cfg)
     a = _row_scale(s, lse, cfg)
     gh, gw, gb = None, list(gw), None if gb is None else list(gb)
-    tq = snp.zeros((), cfg.acc)
+    tq = None
     for j, (v0, v1) in enumerate(_ranges(cfg.n_classes, cfg.vocab_chunk)):
         zj = z if z is not None else _logits(h, w, b, v0, v1, cfg)
         if dq is not None:
             # loss is linear in q: d loss_i / d q_ic = (1 - eps) (lse_i - z_ic)
             dqj = _cols(dq, v0, v1).astype(cfg.acc)
-            tq = tq + snp.sum(snp.where(keep[:, None], dqj * (lse[:, None] - zj), 0.0))
+            tqj = snp.sum(snp.where(keep[:, None], dqj * (lse[:, None] - zj), 0.0))
+            tq = tqj if tq is None else tq + tqj
         g = _dlogits(zj, v0, lse, a, t, None if q is None else _cols(q, v0, v1), keep, cfg)
         gm = g if g.dtype == h.dtype else g.astype(h.dtype)
         ghj = gm @ _rows(w, v0, v1)
         gh = ghj if gh is None else gh + ghj
         gwj = snp.matrix_transpose(gm) @ h
-        gw[j] = gw[j] + (gwj if gwj.dtype == cfg.acc else gwj.astype(cfg.acc))
+        gwj = gwj if gwj.dtype == cfg.acc else gwj.astype(cfg.acc)
+        gw[j] = gwj if gw[j] is None else gw[j] + gwj
         if gb is not None:
-            gb[j] = gb[j] + snp.sum(g, axis=0)
-    return snp.sum(_masked(loss, keep)), gh, gw, gb, tq * (1.0 - cfg.smoothing)
+            gbj = snp.sum(g, axis=0)
+            gb[j] = gbj if gb[j] is None else gb[j] + gbj
+    if tq is not None:
+        tq = tq * (1.0 - cfg.smoothing)
+    return snp.sum(_masked(loss, keep)), gh, gw, gb, tq
 
 
 # ---- the whole loss: a scan over token chunks ---------------------------------------------------
@@ -251,21 +256,37 @@ def _loss_and_grads(cfg, h, w, b, t, q, keep, grads, dq=None):
             return total + snp.sum(_chunk_loss(cfg, x[0], w, b, *x[1:4])), ()
         return scan(body, total, xs, length=n)[0].astype(dtype)
     blocks = _ranges(cfg.n_classes, cfg.vocab_chunk)
-    gw = [snp.zeros((v1 - v0, w.shape[1]), cfg.acc) for v0, v1 in blocks]
-    gb = None if b is None else [snp.zeros((v1 - v0,), cfg.acc) for v0, v1 in blocks]
+    if n == 0:
+        gw = [snp.zeros((v1 - v0, w.shape[1]), cfg.acc) for v0, v1 in blocks]
+        gb = None if b is None else [snp.zeros((v1 - v0,), cfg.acc) for v0, v1 in blocks]
+        return (total.astype(dtype), snp.zeros(h.shape, dtype), _cat(gw).astype(w.dtype),
+                None if b is None else _cat(gb).astype(b.dtype),
+                None if dq is None else total.astype(dtype))
+
+    def chunk(x, gw, gb):
+        return _chunk_loss_and_grads(x[0], w, b, *x[1:], cfg, gw, gb)
+    # The first chunk starts the accumulators (a zero (V, H) start would be one more weight-sized
+    # buffer, a constant under compile); the scan adds the others.
+    none = [None] * len(blocks)
+    total, gh0, gw, gb, tq = chunk([None if x is None else x[0] for x in xs], none,
+                                   None if b is None else none)
 
     def body(carry, x):
         total, gw, gb, tq = carry
-        part, gh, gw, gb, tqc = _chunk_loss_and_grads(x[0], w, b, *x[1:], cfg, gw, gb)
-        return (total + part, gw, gb, tq + tqc), gh
-    (total, gw, gb, tq), gh = scan(body, (total, gw, gb, snp.zeros((), cfg.acc)), xs, length=n)
+        part, gh, gw, gb, tqc = chunk(x, gw, gb)
+        return (total + part, gw, gb, None if tq is None else tq + tqc), gh
+    gh = gh0[None]
+    if n > 1:
+        rest = [None if x is None else x[1:] for x in xs]
+        (total, gw, gb, tq), gh = scan(body, (total, gw, gb, tq), rest, length=n - 1)
+        gh = snp.concatenate([gh0[None], gh], axis=0)
     gh = gh.reshape((n * cfg.token_chunk, h.shape[1]))[:n_tok]
     gw = _cat(gw)
     gw = gw if gw.dtype == w.dtype else gw.astype(w.dtype)
     if b is not None:
         gb = _cat(gb)
         gb = gb if gb.dtype == b.dtype else gb.astype(b.dtype)
-    return total.astype(dtype), gh, gw, gb, tq.astype(dtype)
+    return total.astype(dtype), gh, gw, gb, None if tq is None else tq.astype(dtype)
 
 
 def _cat(parts):
@@ -282,9 +303,11 @@ def _summed_jvp(cfg, primals, tangents):
     h, w, b, _, q, _ = primals
     dh, dw, db, _, dq, _ = tangents
     total, gh, gw, gb, tq = _loss_and_grads(cfg, *primals, grads=True, dq=dq)
-    tan = snp.vdot(gh, dh) + snp.vdot(gw, dw)
+    # sum(g * d), not vdot: its transpose ct * g reads g without a reshape, so a compiled
+    # gradient can write it over g's buffer
+    tan = snp.sum(gh * dh) + snp.sum(gw * dw)
     if b is not None:
-        tan = tan + snp.vdot(gb, db)
+        tan = tan + snp.sum(gb * db)
     if q is not None:
         tan = tan + tq
     return total, tan.astype(total.dtype)
