@@ -14,7 +14,7 @@ from starling.test_util import check_grads
 
 LCE = F.linear_cross_entropy
 T, H, V = 7, 5, 11
-CHUNKS = [None, 3, (2, 4), (1, 1), (7, 11), (100, 100)]
+CHUNKS = [None, 3, (2, 4), (1, 1)]
 
 
 def _np_loss(h, w, b, target, *, ignore_index=-100, reduction="mean", label_smoothing=0.0,
@@ -135,7 +135,7 @@ def test_second_order(opts, chunk):
 
 @pytest.mark.parametrize("opts", [dict(), dict(reduction="none"),
                                   dict(reduction="sum", label_smoothing=0.25, z_loss=0.1)])
-@pytest.mark.parametrize("chunk", [None, (3, 4)])
+@pytest.mark.parametrize("chunk", [None, (4, 4)])   # 6 tokens: the last chunk is padded
 def test_probability_targets(opts, chunk):
     h, w, b, _ = _data(tokens=(2, 3))
     rng = np.random.default_rng(5)

@@ -25,9 +25,14 @@ tokens are cut into chunks of ``token_chunk`` rows and the vocabulary into block
 * The z-loss of PaLM (Chowdhery et al., "PaLM: Scaling Language Modeling with Pathways", 2022,
   section 5) adds ``z_loss * lse**2`` per token, ``lse`` the log-sum-exp of the token's logits.
 
-Chunks are a Python loop over static slices, so every transformation (grad, jvp, vmap, compile,
-checkpoint) sees ordinary operations; under ``compile`` the loop is unrolled (``ceil(tokens /
-token_chunk)`` copies of the chunk's few equations).
+Token chunks are a ``scan`` (the last chunk padded with ignored rows; the first chunk runs
+before it and starts the gradient accumulators), so a compiled program holds one chunk body,
+not one copy per chunk; vocabulary blocks are a Python loop over static slices inside the body.
+Every transformation (grad, jvp, vmap, compile, checkpoint) sees ordinary operations.
+
+Memory in reverse mode (mean / sum): the gradients themselves, one more weight-sized buffer
+(the accumulator of ``grad_W`` is a loop carry, written into a new buffer each chunk) and a few
+``(token_chunk, vocab_chunk)`` blocks.
 """
 from __future__ import annotations
 
@@ -163,9 +168,10 @@ def _dlogits(z, v0, lse, a, t, q, keep, cfg):
         g = g * a[:, None]
     if cfg.soft:
         q = q.astype(cfg.acc)
-        return g - (q * (1.0 - eps) + eps / n if eps else q)
-    hit = snp.arange(v0, v0 + z.shape[-1]) == t[:, None]
-    g = g - snp.where(hit, 1.0 - eps, 0.0) - eps / n if eps else snp.where(hit, g - 1.0, g)
+        g = g - (q * (1.0 - eps) + eps / n if eps else q)
+    else:
+        hit = snp.arange(v0, v0 + z.shape[-1]) == t[:, None]
+        g = g - snp.where(hit, 1.0 - eps, 0.0) - eps / n if eps else snp.where(hit, g - 1.0, g)
     return snp.where(keep[:, None], g, 0.0)
 
 
