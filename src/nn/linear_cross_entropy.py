@@ -30,10 +30,9 @@ before it and starts the gradient accumulators), so a compiled program holds one
 not one copy per chunk; vocabulary blocks are a Python loop over static slices inside the body.
 Every transformation (grad, jvp, vmap, compile, checkpoint) sees ordinary operations.
 
-Memory in reverse mode (mean / sum): the gradients themselves, a few ``(token_chunk,
-vocab_chunk)`` blocks, and the accumulator of ``grad_W``: a loop carry, written into a new
-buffer each chunk, so it is kept as row parts of ``PART_BYTES`` (two parts of transient, not a
-second weight; joining them at the end costs one weight-sized copy).
+Memory in reverse mode (mean / sum): the gradients themselves, one more weight-sized buffer
+(the accumulator of ``grad_W`` is a loop carry, written into a new buffer each chunk) and a few
+``(token_chunk, vocab_chunk)`` blocks.
 """
 from __future__ import annotations
 
@@ -56,10 +55,6 @@ OP = "linear_cross_entropy"
 BLOCK_BYTES = 8 << 20
 #: The automatic choice keeps whole vocabulary rows while a block holds this many tokens.
 MIN_TOKEN_ROWS = 64
-#: Bytes of one accumulator of ``grad_W`` rows: each chunk adds its product into a new buffer
-#: (an immutable carry), so one ``(V, H)`` accumulator would need two or three weight-sized
-#: buffers at once; parts of this size need one weight plus two parts.
-PART_BYTES = 32 << 20
 
 
 class _Config(NamedTuple):
@@ -69,7 +64,6 @@ class _Config(NamedTuple):
     z_loss: float
     token_chunk: int
     vocab_chunk: int
-    part_rows: int      # rows of one grad_W accumulator
     acc: object         # the dtype logits are accumulated in (float32 for 16-bit inputs)
 
 
@@ -77,12 +71,6 @@ class _Config(NamedTuple):
 
 def _ranges(n, step):
     return [(i, min(i + step, n)) for i in range(0, n, step)]
-
-
-def _parts(cfg):
-    """Row ranges of the grad_W accumulators: each vocabulary block cut into ``part_rows``."""
-    return [(v0 + p0, v0 + p1) for v0, v1 in _ranges(cfg.n_classes, cfg.vocab_chunk)
-            for p0, p1 in _ranges(v1 - v0, cfg.part_rows)]
 
 
 def _rows(w, v0, v1):
@@ -213,14 +201,14 @@ def _chunk_loss(cfg, h, w, b, t, q, keep):
 
 def _chunk_loss_and_grads(h, w, b, t, q, keep, dq, cfg, gw, gb):
     """Summed loss of one chunk, its ``grad_hidden`` rows, the accumulators ``gw`` / ``gb``
-    (lists with one entry per ``_parts`` range, None entries before the first chunk) with the
+    (lists with one entry per vocabulary block, None entries before the first chunk) with the
     chunk's gradient added, and (with ``dq``) the chunk's tangent ``sum d loss / d q * dq``."""
     z, s = _chunk_stats(h, w, b, t, q, cfg)
     loss, lse = _row_loss(s, cfg)
     a = _row_scale(s, lse, cfg)
     gh, gw, gb = None, list(gw), None if gb is None else list(gb)
-    tq, parts = None, _parts(cfg)
-    for v0, v1 in _ranges(cfg.n_classes, cfg.vocab_chunk):
+    tq = None
+    for j, (v0, v1) in enumerate(_ranges(cfg.n_classes, cfg.vocab_chunk)):
         zj = z if z is not None else _logits(h, w, b, v0, v1, cfg)
         if dq is not None:
             # loss is linear in q: d loss_i / d q_ic = (1 - eps) (lse_i - z_ic)
@@ -231,17 +219,12 @@ def _chunk_loss_and_grads(h, w, b, t, q, keep, dq, cfg, gw, gb):
         gm = g if g.dtype == h.dtype else g.astype(h.dtype)
         ghj = gm @ _rows(w, v0, v1)
         gh = ghj if gh is None else gh + ghj
-        for j, (p0, p1) in enumerate(parts):
-            if not v0 <= p0 < v1:
-                continue
-            gp = gm if (p0, p1) == (v0, v1) else gm[:, p0 - v0:p1 - v0]
-            gwj = snp.matrix_transpose(gp) @ h
-            gwj = gwj if gwj.dtype == cfg.acc else gwj.astype(cfg.acc)
-            gw[j] = gwj if gw[j] is None else gw[j] + gwj
+        gwj = snp.matrix_transpose(gm) @ h
+        gwj = gwj if gwj.dtype == cfg.acc else gwj.astype(cfg.acc)
+        gw[j] = gwj if gw[j] is None else gw[j] + gwj
         if gb is not None:
             gbj = snp.sum(g, axis=0)
-            gb[v0 // cfg.vocab_chunk] = gbj if gb[v0 // cfg.vocab_chunk] is None else \
-                gb[v0 // cfg.vocab_chunk] + gbj
+            gb[j] = gbj if gb[j] is None else gb[j] + gbj
     if tq is not None:
         tq = tq * (1.0 - cfg.smoothing)
     return snp.sum(_masked(loss, keep)), gh, gw, gb, tq
@@ -280,7 +263,7 @@ def _loss_and_grads(cfg, h, w, b, t, q, keep, grads, dq=None):
         return scan(body, total, xs, length=n)[0].astype(dtype)
     blocks = _ranges(cfg.n_classes, cfg.vocab_chunk)
     if n == 0:
-        gw = [snp.zeros((v1 - v0, w.shape[1]), cfg.acc) for v0, v1 in _parts(cfg)]
+        gw = [snp.zeros((v1 - v0, w.shape[1]), cfg.acc) for v0, v1 in blocks]
         gb = None if b is None else [snp.zeros((v1 - v0,), cfg.acc) for v0, v1 in blocks]
         return (total.astype(dtype), snp.zeros(h.shape, dtype), _cat(gw).astype(w.dtype),
                 None if b is None else _cat(gb).astype(b.dtype),
@@ -290,9 +273,9 @@ def _loss_and_grads(cfg, h, w, b, t, q, keep, grads, dq=None):
         return _chunk_loss_and_grads(x[0], w, b, *x[1:], cfg, gw, gb)
     # The first chunk starts the accumulators (a zero (V, H) start would be one more weight-sized
     # buffer, a constant under compile); the scan adds the others.
-    total, gh0, gw, gb, tq = chunk([None if x is None else x[0] for x in xs],
-                                   [None] * len(_parts(cfg)),
-                                   None if b is None else [None] * len(blocks))
+    none = [None] * len(blocks)
+    total, gh0, gw, gb, tq = chunk([None if x is None else x[0] for x in xs], none,
+                                   None if b is None else none)
 
     def body(carry, x):
         total, gw, gb, tq = carry
@@ -458,8 +441,7 @@ def linear_cross_entropy(hidden, weight, target, bias=None, *, ignore_index=-100
     n_tok = math.prod(tokens)
     acc = snp.float32 if snp.finfo(dtype).bits < 32 else dtype
     tc, vc = _chunk_sizes(chunk_size, n_tok, n_cls, acc)
-    part_rows = max(1, PART_BYTES // max(1, hidden.shape[-1] * (snp.finfo(acc).bits // 8)))
-    cfg = _Config(soft, n_cls, float(label_smoothing), float(z_loss), tc, vc, part_rows, acc)
+    cfg = _Config(soft, n_cls, float(label_smoothing), float(z_loss), tc, vc, acc)
     h = hidden.reshape((n_tok, hidden.shape[-1]))
     if soft:
         t, keep = None, None
