@@ -320,14 +320,14 @@ def _summed_jvp(cfg, primals, tangents):
 
 
 def _per_token(cfg, h, w, b, t, q, keep):
-    """Per-token losses ``(tokens,)``; each token chunk is recomputed in reverse mode."""
-    n_tok = h.shape[0]
-    n, xs = _token_chunks(cfg, h, t, q, keep)
+    """Per-token losses ``(tokens,)``; each token chunk is a ``checkpoint`` (recomputed in
+    reverse mode). A Python loop, not a scan: a checkpoint inside a staged scan body would be
+    inlined (its chunk's logits then kept as residuals of the scan)."""
     chunk = checkpoint(functools.partial(_chunk_loss, cfg))
-
-    def body(_, x):
-        return (), chunk(x[0], w, b, *x[1:4])
-    out = scan(body, (), xs, length=n)[1].reshape((n * cfg.token_chunk,))[:n_tok]
+    parts = [chunk(h[r0:r1], w, b, None if t is None else t[r0:r1],
+                   None if q is None else q[r0:r1], None if keep is None else keep[r0:r1])
+             for r0, r1 in _ranges(h.shape[0], cfg.token_chunk)]
+    out = _cat(parts) if parts else snp.zeros((0,), cfg.acc)
     return out if out.dtype == h.dtype else out.astype(h.dtype)
 
 
