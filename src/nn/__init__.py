@@ -28,6 +28,7 @@ from .layers import (  # noqa: F401
     Hardtanh, Identity, LeakyReLU, Linear, LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid,
     SiLU, Softmax, Softmin, Softplus, Softsign, Tanh, Unflatten,
 )
+from .linear_cross_entropy import LinearCrossEntropyLoss  # noqa: F401
 from .module import IncompatibleKeys, Module, ModuleMutationError, StateDictError  # noqa: F401
 from .serialization import SerializationError  # noqa: F401
 from .norm import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm, RMSNorm  # noqa: F401
@@ -47,5 +48,5 @@ __all__ = [
     "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Softplus",
     "Sigmoid", "LogSigmoid", "Tanh", "Softmax", "LogSoftmax", "Softmin", "GLU", "Hardtanh",
     "Hardsigmoid", "Hardswish", "Softsign",
-    "CTCLoss", "CDist", "PDist",
+    "CTCLoss", "CDist", "PDist", "LinearCrossEntropyLoss",
 ] + list(_jax_names)

@@ -22,6 +22,7 @@ from .losses import (  # noqa: F401
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, huber_loss, kl_div,
     l1_loss, mse_loss, nll_loss, smooth_l1_loss,
 )
+from .linear_cross_entropy import linear_cross_entropy  # noqa: F401
 
 __all__ = [
     "relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "mish", "softplus",
@@ -32,7 +33,7 @@ __all__ = [
     "conv1d", "conv2d", "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d",
     "cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div",
-    "ctc_loss", "cdist", "pdist",
+    "ctc_loss", "cdist", "pdist", "linear_cross_entropy",
 ]
 
 
