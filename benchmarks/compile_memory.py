@@ -35,12 +35,13 @@ Run: ``python benchmarks/compile_memory.py [--quick] [--calls K]``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
-import resource
 import subprocess
 import sys
-import time
+
+import harness
 
 N = 1 << 24
 LR = 0.01
@@ -86,23 +87,6 @@ def long_torch(torch):
 
 
 # ---- one contender in this process ------------------------------------------------------------
-
-def _status(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(field)
-
-
-def _reset_peak():
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
 
 def _contender(case, name, n):
     """(initial state, step): ``step(state)`` runs one call (long: state is the input, the
@@ -153,29 +137,17 @@ def _contender(case, name, n):
 
 def worker(case, name, n, calls):
     """Runs one contender; prints one JSON line {ms, peak_mib, method}."""
-    import gc
     state, step = _contender(case, name, n)
-    gc.collect()
-    base = _status("VmRSS")
     if case == "long":
-        out = step(state)          # the input stays alive; outputs are dropped each call
-        del out
+        run = functools.partial(step, state)   # the input stays alive; outputs are dropped
     else:
-        state = step(state)        # w = step(w): the previous w dies (or was donated)
-    gc.collect()
-    hwm = _reset_peak()
-    best = float("inf")
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        if case == "long":
-            out = step(state)
-            del out
-        else:
-            state = step(state)
-        best = min(best, time.perf_counter() - t0)
-    peak = _status("VmHWM") if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"ms": best * 1e3, "peak_mib": (peak - base) / 2**20,
-                      "method": "VmHWM" if hwm else "ru_maxrss"}))
+        box = [state]
+
+        def run():                             # w = step(w): the previous w dies (or was
+            box[0] = step(box[0])              # donated)
+    r = harness.measure_peak(run, calls)
+    del r["first"]
+    print(json.dumps(r))
 
 
 # ---- driver -----------------------------------------------------------------------------------

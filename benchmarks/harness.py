@@ -166,6 +166,53 @@ def run_interleaved(script, case, contenders, rounds, round_time, base, rtol=1e-
         close(workers)
 
 
+# ---- peak memory of one contender (a fresh process per measurement) ------------------------------
+
+def _status(field):
+    """A field of /proc/self/status (VmRSS, VmHWM) in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise KeyError(field)
+
+
+def _reset_peak():
+    """Resets the kernel's peak-RSS mark (``5`` into /proc/self/clear_refs, Linux >= 4.0);
+    False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def measure_peak(step, calls):
+    """Time and peak memory of ``step()`` in this process: the resident set size (VmRSS) is the
+    baseline, one warm-up call (compilation included) runs, the peak mark is reset, ``calls``
+    calls are timed, and the peak (VmHWM) read. ``step`` returns what each call produces (dropped
+    before the next call; a step that carries state keeps it itself). Returns ``{"ms": best call,
+    "peak_mib": peak above the baseline, "method": "VmHWM" | "ru_maxrss", "first": the warm-up's
+    result}``; where the mark cannot be reset, ru_maxrss (peak since the process started,
+    warm-up included) stands in. tracemalloc would miss most of it (native pools, XLA, torch)."""
+    import gc
+    gc.collect()
+    base = _status("VmRSS")
+    first = step()
+    gc.collect()
+    hwm = _reset_peak()
+    best = float("inf")
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        out = step()
+        best = min(best, time.perf_counter() - t0)
+        del out
+    peak = _status("VmHWM") if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return {"ms": best * 1e3, "peak_mib": (peak - base) / 2**20, "first": first,
+            "method": "VmHWM" if hwm else "ru_maxrss"}
+
+
 def report(title, times, base, verb="faster", unit="ms", labels=None, cpu=None, target=None):
     """Prints the median and best time per call of each contender (``unit``: "ms" or "us"),
     the median CPU time per call when ``cpu`` (name -> list) is given, and the ratio of each to

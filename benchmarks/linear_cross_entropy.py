@@ -16,11 +16,11 @@ Contenders (each in a fresh subprocess, so none inherits another's heap):
                             linear_cross_entropy with LinearCrossEntropyOptions() (chunked), when
                             torch is installed (and has it); autograd backward
   jax:unfused               jax.jit(jax.value_and_grad(...)) of optax-style cross entropy
-Peers run under ``--peer-python`` (default /work/venvs/perf/bin/python when it exists).
+Peers not importable here run under ``$STARLING_PEER_PYTHON`` (benchmarks/harness.py).
 
-Method (as benchmarks/compile_memory.py): the worker builds the inputs, reads the resident set
-size (VmRSS) as the baseline, runs one warm-up call (compilation included), resets the kernel's
-peak-RSS mark (``5`` into /proc/self/clear_refs), times ``--calls`` calls (results dropped after
+Method (``harness.measure_peak``, as benchmarks/compile_memory.py): the worker builds the
+inputs, reads the resident set size (VmRSS) as the baseline, runs one warm-up call (compilation
+included), resets the kernel's peak-RSS mark, times ``--calls`` calls (results dropped after
 each) and reads the peak (VmHWM); ``--rounds`` repeats the whole table with the contenders
 interleaved (a shared machine's load moves between rounds): a row shows the best time and the
 largest peak over the rounds. "peak MiB" = peak RSS during the timed calls minus the
@@ -38,14 +38,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
-import time
+
+import harness
 
 SIZES = {"full": (4096, 1024, 32000), "quick": (1024, 512, 8000)}
 IGNORE = -100
-PERF_PYTHON = "/work/venvs/perf/bin/python"
 
 
 def _inputs(t, h, v):
@@ -59,23 +58,6 @@ def _inputs(t, h, v):
 
 
 # ---- one contender in this process ------------------------------------------------------------
-
-def _status(field):
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) * 1024
-    raise KeyError(field)
-
-
-def _reset_peak():
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
 
 def _starling(variant, x, w, y):
     import starling as st
@@ -134,44 +116,27 @@ def _jax(variant, x, w, y):
 
 def worker(name, size, calls):
     """Runs one contender; prints one JSON line {ms, peak_mib, method, loss}."""
-    import gc
     lib, _, variant = name.partition(":")
     x, w, y = _inputs(*size)
     step = {"starling": _starling, "torch": _torch, "jax": _jax}[lib](variant, x, w, y)
-    gc.collect()
-    base = _status("VmRSS")
-    out = step()
-    loss = float(out[0])
-    del out
-    gc.collect()
-    hwm = _reset_peak()
-    best = float("inf")
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        out = step()
-        best = min(best, time.perf_counter() - t0)
-        del out
-    peak = _status("VmHWM") if hwm else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(json.dumps({"ms": best * 1e3, "peak_mib": (peak - base) / 2**20, "loss": loss,
-                      "method": "VmHWM" if hwm else "ru_maxrss"}))
+    r = harness.measure_peak(step, calls)
+    r["loss"] = float(r.pop("first")[0])
+    print(json.dumps(r))
 
 
 # ---- driver -----------------------------------------------------------------------------------
 
-def _has(python, code):
-    res = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=300)
-    return res.returncode == 0
-
-
-def contenders(peer):
+def contenders():
     out = [(f"starling:{k}-{m}", sys.executable) for k in ("unfused", "fused")
            for m in ("compiled", "eager")]
-    if peer and _has(peer, "import torch"):
-        out.append(("torch:unfused", peer))
-        if _has(peer, "import torch; torch.nn.LinearCrossEntropyOptions"):
-            out.append(("torch:fused", peer))
-    if peer and _has(peer, "import jax"):
-        out.append(("jax:unfused", peer))
+    torch_py, jax_py = harness.interpreter("torch"), harness.interpreter("jax")
+    if torch_py:
+        out.append(("torch:unfused", torch_py))
+        if subprocess.run([torch_py, "-c", "import torch; torch.nn.LinearCrossEntropyOptions"],
+                          capture_output=True).returncode == 0:
+            out.append(("torch:fused", torch_py))
+    if jax_py:
+        out.append(("jax:unfused", jax_py))
     return out
 
 
@@ -198,7 +163,6 @@ def main():
     ap.add_argument("--size", type=int, nargs=3, metavar=("T", "H", "V"), default=None)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only", default=None, help="comma-separated contender names")
-    ap.add_argument("--peer-python", default=PERF_PYTHON if os.path.exists(PERF_PYTHON) else None)
     ap.add_argument("--worker", default=None)
     args = ap.parse_args()
     size = tuple(args.size or SIZES["quick" if args.quick else "full"])
@@ -210,7 +174,7 @@ def main():
     print(f"T={t} H={h} V={v} float32 (logits {t * v * 4 / 2**20:.0f} MiB, weight "
           f"{v * h * 4 / 2**20:.0f} MiB), loss + grad(hidden, weight), {calls} timed calls, "
           f"{os.cpu_count()} cores; peak = RSS high-water mark above the inputs")
-    chosen = [(n, py) for n, py in contenders(args.peer_python)
+    chosen = [(n, py) for n, py in contenders()
               if not args.only or n in args.only.split(",")]
     best = {}
     for _ in range(args.rounds):
