@@ -172,6 +172,8 @@ def test_pure_callback_results_checked_and_not_differentiable():
         st.pure_callback(lambda x: np.zeros(3), spec, X)
     with pytest.raises(TypeError, match="dtype complex128"):
         st.pure_callback(lambda x: np.zeros(2, complex), spec, X)
+    with pytest.raises(TypeError, match="dtype int64"):
+        st.compile(lambda x: st.pure_callback(lambda v: np.zeros(2, np.int64), spec, x))(X)
     with pytest.raises(TypeError, match="structure"):
         st.pure_callback(lambda x: (np.zeros(2), np.zeros(2)), spec, X)
     with pytest.raises(TypeError, match="cannot be differentiated"):
@@ -213,3 +215,24 @@ def test_block_until_ready_and_device_get():
         debug.print(3)
     with pytest.raises(TypeError, match="shape"):
         st.ShapeDtypeStruct((2, -1), np.float32)
+
+
+def test_effects_in_untaken_branches_under_vmap_do_not_run(capsys):
+    def f(x):
+        return st.cond(x > 0, lambda v: (debug.print("pos {}", v), v * 2.0)[1],
+                       lambda v: (debug.check(v > 100, "neg fired {}", v), v)[1], x)
+    xs = snp.asarray(np.array([1.0, 2.0]))
+    for g in (st.vmap(f), st.compile(st.vmap(f))):
+        np.testing.assert_array_equal(np.asarray(g(xs)), [2.0, 4.0])   # no false CheckError
+        assert capsys.readouterr().out.splitlines() == ["pos 1.0", "pos 2.0"]
+    with pytest.raises(debug.CheckError, match="neg fired -3.0"):
+        st.vmap(f)(snp.asarray(np.array([1.0, -3.0])))
+    capsys.readouterr()
+    g = st.grad(lambda v: snp.sum(st.vmap(f)(v)))(snp.asarray(np.array([1.0, 200.0])))
+    np.testing.assert_array_equal(np.asarray(g), [2.0, 2.0])
+    seen = []
+    idx = snp.asarray(np.array([0, 2, 1]))
+    branches = [lambda v: v, lambda v: (debug.callback(lambda u: seen.append(float(u)), v), v)[1],
+                lambda v: -v]
+    out = st.vmap(lambda i, v: st.switch(i, branches, v))(idx, snp.asarray(np.array([5., 6., 7.])))
+    assert np.asarray(out).tolist() == [5.0, -6.0, 7.0] and seen == [7.0]

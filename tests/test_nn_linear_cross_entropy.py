@@ -301,3 +301,28 @@ def test_errors():
             LCE(h, w, t, chunk_size=bad)
     with pytest.raises(ValueError, match="chunk_size"):
         nn.LinearCrossEntropyLoss(chunk_size=-1)
+
+
+def test_nothing_to_average_gives_nan_loss_and_zero_gradients():
+    # every target ignored, or no tokens at all: "mean" is NaN (PyTorch's value), but the
+    # gradients are 0, not 0 * inf = NaN, fused and unfused alike
+    import starling
+    import starling.numpy as snp
+    from starling.nn import functional as F
+    rng = np.random.default_rng(3)
+    w = snp.asarray(rng.normal(size=(7, 4)))
+    cases = [(snp.asarray(rng.normal(size=(5, 4))), snp.full((5,), -100)),
+             (snp.zeros((0, 4)), snp.zeros((0,), dtype=snp.int64))]
+    losses = {
+        "fused": lambda h, w, t: F.linear_cross_entropy(h, w, t),
+        "unfused": lambda h, w, t: F.cross_entropy(h @ w.T, t),
+        "smoothed": lambda h, w, t: F.cross_entropy(h @ w.T, t, label_smoothing=0.1),
+        "nll": lambda h, w, t: F.nll_loss(F.log_softmax(h @ w.T, dim=-1), t),
+    }
+    for h, t in cases:
+        for name, f in losses.items():
+            assert np.isnan(float(f(h, w, t))), name
+            for g in starling.grad(f, argnums=(0, 1))(h, w, t):
+                assert np.all(np.asarray(g) == 0), name
+            gc = starling.compile(starling.grad(f, argnums=1))(h, w, t)
+            assert np.all(np.asarray(gc) == 0), name

@@ -61,3 +61,32 @@ def test_tree_util_aliases_and_registration():
     assert leaves == [1, 2, 3] and isinstance(treedef, tree_util.PyTreeDef)
     assert tree_util.tree_unflatten(treedef, [4, 5, 6]).b == [5, 6]
     assert tree_util.tree_structure(Pair(7, [8, 9])) == treedef
+
+
+def test_partial_and_class_registration_helpers():
+    p = tree_util.Partial(lambda a, x: a * x, snp.asarray(3.0))
+    assert tree_util.tree_leaves(p) == [p.args[0]]
+    assert float(st.compile(lambda p, x: p(x))(p, 2.0)) == 6.0
+    assert float(st.grad(lambda p, x: p(x))(p, 2.0).args[0]) == 2.0
+
+    @tree_util.register_pytree_node_class
+    class Box:
+        def __init__(self, a, tag="t"):
+            self.a, self.tag = a, tag
+
+        def tree_flatten(self):
+            return (self.a,), self.tag
+
+        @classmethod
+        def tree_unflatten(cls, tag, children):
+            return cls(*children, tag=tag)
+    g = st.grad(lambda b: b.a ** 2)(Box(3.0, "x"))
+    assert float(g.a) == 6.0 and g.tag == "x"
+
+    class Pair:
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+    tree_util.register_pytree_with_keys(
+        Pair, lambda p: ([("x", p.x), ("y", p.y)], None), lambda aux, ch: Pair(*ch))
+    assert tree_util.tree_leaves(Pair(1, 2)) == [1, 2]
+    assert isinstance(snp.ones(2), snp.ndarray)

@@ -47,7 +47,7 @@ from .. import numpy as snp
 from ..transforms.checkpoint import checkpoint
 from ..transforms.control.scan import scan
 from ..transforms.custom import custom_jvp
-from .losses import _check_reduction, _check_targets
+from .losses import _check_reduction, _check_targets, safe_mean
 from .module import Module
 
 __all__ = ["linear_cross_entropy", "LinearCrossEntropyLoss"]
@@ -459,8 +459,8 @@ def linear_cross_entropy(hidden, weight, target, bias=None, *, ignore_index=-100
     total = _summed(cfg, h, weight, bias, t, q, keep)
     if reduction == "sum":
         return total
-    count = n_tok if keep is None else snp.sum(keep.astype(dtype))
-    return total / count
+    count = snp.asarray(n_tok, dtype) if keep is None else snp.sum(keep.astype(dtype))
+    return safe_mean(total, count)
 
 
 class LinearCrossEntropyLoss(Module):

@@ -6,6 +6,8 @@ targets ``(N)`` or ``(N, d1, ..., dk)``; unbatched ``(C,)`` logits take a 0-d ta
 """
 from __future__ import annotations
 
+import math
+
 from .. import numpy as snp
 from ..arrays.array import Array
 
@@ -21,6 +23,14 @@ def _reduce(op, loss, reduction):
     if reduction == "none":
         return loss
     raise ValueError(f"{op}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+
+
+def safe_mean(total, count):
+    """``total / count``: NaN when ``count == 0`` (every target ignored: PyTorch's value), with
+    derivative 0 there instead of ``0 * inf = NaN``, so one all-padding batch cannot turn every
+    parameter into NaN."""
+    some = count > 0
+    return snp.where(some, total / snp.where(some, count, 1), math.nan)
 
 
 def _check_reduction(op, reduction, allowed=("mean", "sum", "none")):
@@ -77,7 +87,7 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):  
     input, target = snp.asarray(input), snp.asarray(target)
     loss, w = _picked_nll("nll_loss", _class_last(input), target, weight, ignore_index)
     if reduction == "mean":
-        return snp.sum(loss) / snp.sum(w)
+        return safe_mean(snp.sum(loss), snp.sum(w))
     return _reduce("nll_loss", loss, reduction)
 
 
@@ -133,7 +143,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     nll, w = _picked_nll("cross_entropy", logp, target, w_c, ignore_index)
     if reduction == "mean":
         denom = snp.sum(w)
-        out = snp.sum(nll) / denom
+        out = safe_mean(snp.sum(nll), denom)
     else:
         out = _reduce("cross_entropy", nll, reduction)
     if not label_smoothing:
@@ -141,7 +151,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
     smooth = -snp.sum(logp if w_c is None else logp * w_c, axis=-1)
     smooth = snp.where(target != ignore_index, smooth, 0.0)
     if reduction == "mean":
-        smooth = snp.sum(smooth) / denom
+        smooth = safe_mean(snp.sum(smooth), denom)
     else:
         smooth = _reduce("cross_entropy", smooth, reduction)
     return out * (1.0 - label_smoothing) + smooth * (label_smoothing / n_classes)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ...core.dtypes import float0  # noqa: F401
 from ..array import Array  # noqa: F401
+from ..array import Array as ndarray  # noqa: F401  (jnp.ndarray: isinstance(x, snp.ndarray))
 from ..ops.arithmetic import *  # noqa: F401,F403
 from ..ops.math import *  # noqa: F401,F403
 from ..ops.reductions import *  # noqa: F401,F403

@@ -18,7 +18,7 @@ from ...arrays.ops import rules as R
 from ...core import dtypes
 from ...core.ad_util import Zero, is_undefined
 from ...core.avals import ShapedArray
-from ...core.ir import Program, Var
+from ...core.ir import Program, Var, is_effectful
 from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
@@ -132,6 +132,8 @@ def _batch(args, dims, *, branches):
         return outs, [0] * len(outs)
     snp = R.snp()
     idx = snp.clip(R.move_axis(index, idim, 0), 0, len(branches) - 1)
+    if any(is_effectful(e) for b in branches for e in b.eqns):
+        return _batch_member_by_member(idx, ops, odims, branches)
     per_branch = [P.call(P.batch_program(b, odims, size),
                          [_derivative_where(idx == bi, o, d) for o, d in zip(ops, odims)])
                   for bi, b in enumerate(branches)]
@@ -144,6 +146,25 @@ def _batch(args, dims, *, branches):
             out = snp.where(mask, cand, out)
         outs.append(out)
     return outs, [0] * len(outs)
+
+
+def _batch_member_by_member(idx, ops, odims, branches):
+    """A batched index over branches with effects (debug.print / check / callbacks): each
+    member runs only the branch it takes, in member order, as a ``scan`` over the members (an
+    untaken branch's ``debug.check`` must not fire; its prints must not appear)."""
+    from .scan import scan
+    snp = R.snp()
+    mapped = [R.move_axis(o, d, 0) for o, d in zip(ops, odims) if d is not None]
+    shared = [o for o, d in zip(ops, odims) if d is None]
+
+    def member(carry, xs):
+        i, ms = xs[0], iter(xs[1])
+        sh = iter(shared)
+        args = [next(ms) if d is not None else next(sh) for d in odims]
+        return carry, switch_p.bind(i, *args, branches=branches)
+    _, outs = scan(member, (), (idx, mapped))
+    outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    return [snp.asarray(o) for o in outs], [0] * len(outs)
 
 
 def _derivative_where(selected, x, d):
