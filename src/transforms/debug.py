@@ -50,6 +50,7 @@ class CheckError(ValueError):
 def _declare(name, effectful):
     p = Primitive(name, multiple_results=True, family="callback")
     p.meta["effectful"] = effectful
+    p.meta["host_callback"] = True
     # runs Python, by design, in every backend: never reported as a NumPy fallback
     p.meta["native_impl"] = True
     return p

@@ -18,7 +18,7 @@ from ...arrays.ops import rules as R
 from ...core import dtypes
 from ...core.ad_util import Zero, is_undefined
 from ...core.avals import ShapedArray
-from ...core.ir import Program, Var, is_effectful
+from ...core.ir import Program, Var, subprograms
 from ...core.primitive import Primitive
 from ...core.trace import set_current_trace
 from ..stage import trace_to_program
@@ -132,7 +132,7 @@ def _batch(args, dims, *, branches):
         return outs, [0] * len(outs)
     snp = R.snp()
     idx = snp.clip(R.move_axis(index, idim, 0), 0, len(branches) - 1)
-    if any(is_effectful(e) for b in branches for e in b.eqns):
+    if any(_calls_host(b) for b in branches):
         return _batch_member_by_member(idx, ops, odims, branches)
     per_branch = [P.call(P.batch_program(b, odims, size),
                          [_derivative_where(idx == bi, o, d) for o, d in zip(ops, odims)])
@@ -146,6 +146,14 @@ def _batch(args, dims, *, branches):
             out = snp.where(mask, cand, out)
         outs.append(out)
     return outs, [0] * len(outs)
+
+
+def _calls_host(prog):
+    """True when ``prog`` (or a body inside it) runs a host callback (debug.print / check,
+    io_callback, ...). Collectives are effects too, but they belong to every member alike."""
+    return any(e.primitive.meta.get("host_callback") or any(_calls_host(p) for p in
+                                                           subprograms(e.params))
+               for e in prog.eqns)
 
 
 def _batch_member_by_member(idx, ops, odims, branches):
