@@ -63,6 +63,7 @@ def bfgs_init(x):
 
 
 def bfgs_direction(h, g):
+    """The quasi-Newton step ``-H g`` for the inverse-Hessian estimate ``h`` ``(n, n)``."""
     return -(h @ g)
 
 
@@ -93,6 +94,7 @@ class LBFGSMemory(NamedTuple):
 
 
 def lbfgs_init(x, m):
+    """An empty history of ``m`` pairs for ``x`` ``(n,)``, with ``H0 = I`` (gamma 1)."""
     n, dt = x.shape[0], x.dtype
     return LBFGSMemory(snp.zeros((m, n), dtype=dt), snp.zeros((m, n), dtype=dt),
                        snp.zeros((m,), dtype=dt), snp.zeros((), dtype=snp.int32),
