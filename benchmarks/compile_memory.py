@@ -38,8 +38,6 @@ import argparse
 import functools
 import json
 import os
-import subprocess
-import sys
 
 import harness
 
@@ -175,14 +173,7 @@ def contenders(case):
 
 
 def run_one(case, name, env, n, calls):
-    full = dict(os.environ, **env)
-    full.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", case, name, "--n", str(n),
-           "--calls", str(calls)]
-    res = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=1800)
-    if res.returncode != 0:
-        return {"error": (res.stderr.strip().splitlines() or ["?"])[-1]}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return harness.run_fresh(__file__, [case, name, "--n", n, "--calls", calls], env=env)
 
 
 def main():

@@ -188,6 +188,25 @@ def _reset_peak():
         return False
 
 
+def run_fresh(script, worker_args, python=None, env=None, limit=1800):
+    """Runs ``python SCRIPT --worker *worker_args`` in a fresh process (a memory measurement
+    must not inherit another contender's heap) and returns the JSON of its last output line,
+    or ``{"error": ...}`` when it fails or runs past ``limit`` seconds."""
+    python = python or sys.executable
+    full = dict(os.environ, **(env or {}))
+    full.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+    if python != sys.executable:   # the peers' venv lacks Starling: nothing of ours to import
+        full.pop("PYTHONPATH", None)
+    cmd = [python, os.path.abspath(script), "--worker", *map(str, worker_args)]
+    try:
+        res = subprocess.run(cmd, env=full, capture_output=True, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {limit} s"}
+    if res.returncode != 0:
+        return {"error": (res.stderr.strip().splitlines() or ["?"])[-1]}
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
 def measure_peak(step, calls):
     """Time and peak memory of ``step()`` in this process: the resident set size (VmRSS) is the
     baseline, one warm-up call (compilation included) runs, the peak mark is reset, ``calls``

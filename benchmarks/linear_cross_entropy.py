@@ -141,19 +141,7 @@ def contenders():
 
 
 def run_one(name, python, size, calls):
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
-    if python != sys.executable:
-        env.pop("PYTHONPATH", None)
-    cmd = [python, os.path.abspath(__file__), "--worker", name, "--size", *map(str, size),
-           "--calls", str(calls)]
-    try:
-        res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
-    except subprocess.TimeoutExpired:
-        return {"error": "timed out after 1800 s"}
-    if res.returncode != 0:
-        return {"error": (res.stderr.strip().splitlines() or ["?"])[-1]}
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return harness.run_fresh(__file__, [name, "--size", *size, "--calls", calls], python)
 
 
 def main():

@@ -148,13 +148,23 @@ def _sqrth_jvp(primals, tangents):
     return y, hermitian_sylvester_p.bind(y, t)
 
 
+def sylvester_rhs(x, dc, da, db):
+    """The right-hand side ``dc - da x - x db`` of the tangent equation of ``a x + x b = c``
+    (``a dx + dx b = dc - da x - x db``), skipping symbolic-zero terms; None when all are zero.
+    Shared by the Hermitian (``a = b = s``) and the general Sylvester primitives."""
+    rhs = None if type(dc) is Zero else dc
+    for term in ((None if type(da) is Zero else mm(da, x)),
+                 (None if type(db) is Zero else mm(x, db))):
+        if term is not None:
+            rhs = -term if rhs is None else rhs - term
+    return rhs
+
+
 def _sylvester_jvp(primals, tangents):
     (s, c), (ds, dc) = primals, tangents
     x = hermitian_sylvester_p.bind(s, c)
-    rhs = dc
-    if type(ds) is not Zero:
-        rhs = -(mm(ds, x) + mm(x, ds)) if type(dc) is Zero else dc - mm(ds, x) - mm(x, ds)
-    if type(rhs) is Zero:
+    rhs = sylvester_rhs(x, dc, ds, ds)
+    if rhs is None:
         return x, Zero(tangent_aval(x.aval))
     return x, hermitian_sylvester_p.bind(s, rhs)
 

@@ -20,8 +20,9 @@ from ..core.primitive import Primitive
 from ..arrays.ops import rules_sharding as RS
 from ..arrays.ops.convert_element_type import convert_element_type
 from ._common import (
-    _check_inexact, _low_precision, _shape_str, as_inexact, batch_to_front, check_matrix, mT, mm,
+    _check_inexact, _low_precision, _shape_str, as_inexact, batch_to_front, check_matrix, mT,
 )
+from .hermitian_sqrt import sylvester_rhs
 
 
 def _per_matrix(fn, out_shape, out_dtype, *stacks):
@@ -83,11 +84,7 @@ def _sylvester_abstract(a, b, c):
 def _sylvester_jvp(primals, tangents):
     (a, b, c), (da, db, dc) = primals, tangents
     x = sylvester_p.bind(a, b, c)
-    rhs = None if type(dc) is Zero else dc
-    for term in ((None if type(da) is Zero else mm(da, x)),
-                 (None if type(db) is Zero else mm(x, db))):
-        if term is not None:
-            rhs = -term if rhs is None else rhs - term
+    rhs = sylvester_rhs(x, dc, da, db)
     if rhs is None:
         return x, Zero(tangent_aval(x.aval))
     return x, sylvester_p.bind(a, b, rhs)
