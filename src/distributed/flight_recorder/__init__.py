@@ -61,8 +61,12 @@ _FINGERPRINTS: dict = {}
 def fingerprint(op, shapes, dtype, params) -> int:
     """What must agree across the ranks of a collective: op, dtype, params and the shape
     outside the dims a collective lets differ (``params["free_dims"]``)."""
-    text = repr((op, tuple(shapes), dtype_name(dtype), sorted(params.items())))
-    fp = _FINGERPRINTS.get(text)
+    try:
+        text = (op, tuple(shapes), dtype, tuple(sorted(params.items())))
+        fp = _FINGERPRINTS.get(text)
+    except TypeError:   # an unhashable parameter value (a permutation as lists)
+        text = repr((op, tuple(shapes), dtype_name(dtype), sorted(params.items())))
+        fp = _FINGERPRINTS.get(text)
     if fp is None:
         free = set(params.get("free_dims", ()))
         shape = [None if i in free else int(s) for i, s in enumerate(shapes)]
