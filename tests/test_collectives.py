@@ -187,10 +187,12 @@ def test_pmax_pmin(mesh, spec, axes, dtype, name, op):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, BF16, np.int32], ids=str)
-def test_psum_large_buffers(dtype):
-    """Above 2**16 elements the members reduce one chunk each (in rank order): the result is
-    the reference and bit-identical on every member."""
-    x = values(dtype, (4, 70001), seed=7)
+@pytest.mark.parametrize("n", [70001, 600001])
+def test_psum_large_buffers(dtype, n):
+    """Above 2**16 elements the members reduce one chunk each (in rank order), in cache-sized
+    blocks (600001 elements: chunks of two blocks, the second partial): the result is the
+    reference and bit-identical on every member."""
+    x = values(dtype, (4, n), seed=7)
     check(lambda b: lax.psum(b, ("y", "x")), ref_reduce(M2, ("y", "x"), np.add, dtype), M2,
           P(("x", "y")), x, exact=True)
 

@@ -432,9 +432,32 @@ static PyObject* make_kernel(PyObject* self, PyObject* args) {
   return (PyObject*)k;
 }
 
+/* empty(shape, typenum): an uninitialised C-contiguous array; large ones from the pool. */
+static PyObject* st_empty(PyObject* self, PyObject* args) {
+  PyObject* shape;
+  int type;
+  if (!PyArg_ParseTuple(args, "O!i", &PyTuple_Type, &shape, &type)) return NULL;
+  Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+  if (nd > ST_MAX_ND) {
+    PyErr_Format(PyExc_ValueError, "empty: at most %d dims, got %zd", ST_MAX_ND, nd);
+    return NULL;
+  }
+  npy_intp dims[ST_MAX_ND];
+  for (Py_ssize_t i = 0; i < nd; ++i) {
+    dims[i] = (npy_intp)PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
+    if (dims[i] < 0) {
+      if (!PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "empty: negative dimension");
+      return NULL;
+    }
+  }
+  return st_new_output((int)nd, dims, type);
+}
+
 static PyMethodDef methods[] = {
   {"make_kernel", make_kernel, METH_VARARGS,
    "make_kernel(addr, in_types, out_specs, release, name, nsizes)"},
+  {"empty", st_empty, METH_VARARGS, "empty(shape, typenum)"},
   {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_starling_launcher", NULL, -1,
@@ -478,6 +501,20 @@ def launcher():
         logger.info("starling.lowering: native kernel launcher unavailable (%s); using ctypes",
                     str(e).splitlines()[0] if str(e) else type(e).__name__)
         return None
+
+
+def empty(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array of ``shape`` / ``dtype`` (a NumPy dtype with a type
+    number of its own; others, such as bfloat16, come from ``np.empty``). Blocks of 1 MiB and
+    more come from the launcher's pool of recycled buffers (see the module docstring), so a
+    result allocated anew on every call of a loop reuses warm pages; ``np.empty`` maps blocks
+    above 32 MiB afresh each time and faults them in page by page. Without the launcher it is
+    ``np.empty``."""
+    mod = launcher()
+    dt = np.dtype(dtype)
+    if mod is None or dt.num >= 256 or dt.byteorder == ">" or dt.hasobject:
+        return np.empty(shape, dt)
+    return mod.empty(tuple(int(d) for d in shape), dt.num)
 
 
 class CtypesKernel:
