@@ -423,11 +423,28 @@ def test_control_flow_bodies_are_planned(compiled):
     planned = [e for b in bodies for e in b.eqns
                if e.primitive is fused_kernel_p and "reuse" in e.params]
     assert planned
-    for b in bodies:             # loop carries / scanned slices are never overwritten
-        for e in b.eqns:
-            for r in (e.params.get("reuse") or ()) if e.primitive is fused_kernel_p else ():
-                assert r is None or (r[0] == "eqn" and b.eqns[r[1]].outvars[r[2]]
-                                     not in b.invars)
+    # a body may write into its loop carries (donated by the loop from the second iteration
+    # on), never into scanned slices, loop-invariant operands or the while condition's inputs
+    donated_ins = set()
+    for e in exe.program.eqns:
+        for name, b in e.params.items():
+            if not hasattr(b, "eqns"):
+                continue
+            if e.primitive.name == "scan":
+                nc, nk = e.params["num_consts"], e.params["num_carry"]
+                carries = set(range(nc, nc + nk))
+            elif e.primitive.name == "while" and name == "body":
+                carries = set(range(e.params["n_body"], len(b.invars)))
+            else:
+                carries = set()
+            for q in b.eqns:
+                for r in (q.params.get("reuse") or ()) if q.primitive is fused_kernel_p else ():
+                    if r is not None and r[0] == "in":
+                        assert r[1] in carries, (e.primitive.name, name, r)
+                        donated_ins.add((e.primitive.name, r[1]))
+                    else:
+                        assert r is None or b.eqns[r[1]].outvars[r[2]] not in b.invars
+    assert ("while", 1) in donated_ins          # the while loop's f32[37] carry
 
 
 def test_plan_only_for_big_buffers_by_default(compiled, monkeypatch):

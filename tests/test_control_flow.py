@@ -469,3 +469,33 @@ def test_strong_carry_changing_dtype_is_a_clear_error():
         st.fori_loop(0, 3, lambda i, c: c + 1.5, True)     # a Python bool is not weakly typed
     with pytest.raises(TypeError, match=r"scan: carry \['a'\] changes from i32\[\] to f32"):
         st.scan(lambda c, x: ({"a": c["a"] * x}, None), {"a": c}, snp.ones(2, snp.float32))
+
+
+# ---- compiled loops update their carries in place (from the second iteration on) -----------
+
+def test_compiled_loop_carries_are_updated_in_place_and_stay_right():
+    from starling.lowering import buffers
+    w = snp.zeros((256, 256))
+    xs = snp.asarray((np.arange(5.0)[:, None, None] * np.ones((5, 256, 256))).astype(np.float32))
+
+    def acc(w, xs):
+        # carry also returned as y, and a carry passed through unchanged: neither may be
+        # overwritten while something else still reads it
+        def body(c, x):
+            a, same = c
+            new = a + x * 2.0
+            return (new, same), new
+        return st.scan(body, (w, w), xs)
+
+    before = dict(buffers.STATS)
+    (a, same), ys = st.compile(acc)(w, xs)
+    assert buffers.STATS["donated"] > before["donated"]
+    np.testing.assert_array_equal(np.asarray(a), np.full((256, 256), 20.0))
+    np.testing.assert_array_equal(np.asarray(same), 0.0)
+    np.testing.assert_array_equal(np.asarray(ys)[:, 0, 0], [0.0, 2.0, 6.0, 12.0, 20.0])
+    assert float(np.asarray(w).sum()) == 0.0          # the caller's buffers are untouched
+
+    def loop(c):
+        return st.while_loop(lambda c: c[1] < 4, lambda c: (c[0] * 0.5 + 1.0, c[1] + 1), c)
+    out = st.compile(loop)((snp.ones((200, 200)), 0))
+    np.testing.assert_allclose(np.asarray(out[0]), 1.9375)

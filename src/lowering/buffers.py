@@ -72,6 +72,10 @@ def _probe_slot(arr):
     return _getrefcount(buf)
 
 
+def _probe_item(items, i):
+    return _getrefcount(items[i])
+
+
 class _Holder:
     __slots__ = ("_buf",)
 
@@ -84,10 +88,11 @@ def _calibrate():
     h = _Holder()
     h._buf = np.empty(8)                        # held only by an Array-like slot
     sole_slot = _probe_slot(h)
-    return sole_local, sole_base, sole_slot
+    sole_item = _probe_item([np.empty(8)], 0)   # held only by one list element
+    return sole_local, sole_base, sole_slot, sole_item
 
 
-_SOLE_LOCAL, _SOLE_BASE, _SOLE_SLOT = _calibrate()
+_SOLE_LOCAL, _SOLE_BASE, _SOLE_SLOT, _SOLE_ITEM = _calibrate()
 
 
 def _owns_memory(buf) -> bool:
@@ -151,6 +156,23 @@ def donatable(arr, arg_ids=()):
         return None
     STATS["donated"] += 1
     return arr._buf
+
+
+def donatable_item(items, i):
+    """``items[i]`` (an ndarray a loop holds, such as a scan's carry) if a compiled body may
+    overwrite it: the list holds the only reference to it, and it is a non-empty C-contiguous,
+    aligned, writeable ndarray that owns its memory; else None."""
+    if _probe_item(items, i) != _SOLE_ITEM:
+        STATS["donation_refused"] += 1
+        return None
+    buf = items[i]
+    flags = buf.flags
+    if type(buf) is not _ndarray or buf.nbytes == 0 or not (
+            flags.c_contiguous and flags.aligned and flags.writeable) or not _owns_memory(buf):
+        STATS["donation_refused"] += 1
+        return None
+    STATS["donated"] += 1
+    return buf
 
 
 def _donatable_buffer(arr, arg_ids):

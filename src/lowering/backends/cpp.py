@@ -570,15 +570,19 @@ class _Schedule:
         cond = self._sub(p["cond"], "cond")
         body = self._sub(p["body"], "body")
         nc, nb, max_it = p["n_cond"], p["n_body"], p["max_iterations"]
+        donate = _carry_donor(body, nb)
 
         def run_while(*args):
             cc, bc, carry = args[:nc], args[nc:nc + nb], list(args[nc + nb:])
+            del args      # the caller's carries must not look shared once the loop owns them
             n = len(carry)
             i = 0
             while max_it is None or i < max_it:
                 if not bool(cond(*cc, *carry)[0]):
                     break
-                carry = list(body(*bc, *carry)[:n])
+                given = donate(carry) if i else ()
+                carry = list(body(*bc, *carry, *given)[:n])
+                del given
                 i += 1
             return carry
         return run_while
@@ -599,17 +603,39 @@ class _Schedule:
         nc, nk = p["num_consts"], p["num_carry"]
         y_avals = [v.aval for v in body_prog.outvars[nk:]]
 
+        donate = _carry_donor(body, nc)
+
         def run_scan(*args):
             consts, carry, xs = args[:nc], list(args[nc:nc + nk]), args[nc + nk:]
+            del args
             ys = [np.empty((length,) + tuple(a.shape), a.dtype) for a in y_avals]
             order = range(length - 1, -1, -1) if reverse else range(length)
-            for i in order:
-                outs = body(*consts, *carry, *[x[i] for x in xs])
+            for step, i in enumerate(order):
+                given = donate(carry) if step else ()
+                outs = body(*consts, *carry, *[x[i] for x in xs], *given)
+                del given
                 carry = list(outs[:nk])
-                for y, val in zip(ys, outs[nk:]):
-                    y[i] = val
+                _store(ys, i, outs[nk:])     # (a loop variable here would hold a carry)
+                del outs
             return carry + ys
         return run_scan
+
+
+def _store(ys, i, vals):
+    for y, val in zip(ys, vals):
+        y[i] = val
+
+
+def _carry_donor(body, first):
+    """For a loop whose body function may write into donated carries (``donation_slots``, the
+    body invars from ``first`` on: passes/buffer_reuse.py), ``donate(carry)``: the carry
+    buffers the loop alone holds, or None for each one it cannot give, in slot order; () when
+    the body takes none."""
+    slots = getattr(body, "donation_slots", ())
+    if not slots:
+        return lambda carry: ()
+    positions = [s - first for s in slots]
+    return lambda carry: [_buffers.donatable_item(carry, k) for k in positions]
 
 
 def _eval_in_eval_trace(prim, params):

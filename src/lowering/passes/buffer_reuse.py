@@ -46,10 +46,12 @@ when it dies, where NumPy's next allocation (the next sort, cumsum, matmul...) f
 launcher's pool serves only kernel outputs. So taking a NumPy buffer while a pooled one sits
 idle, or keeping a dead NumPy buffer alive for a later kernel, could raise the peak.
 
-Inside control-flow bodies (while / switch / scan) the same plan runs on each body, whose
-invars (loop carries, scanned slices, operands) are never reused: at the first iteration they
-are the caller's buffers (a carry's buffer could be reused from the second iteration on; not
-done). Set ``STARLING_BUFFER_REUSE=0`` to turn the pass off.
+Inside control-flow bodies (while / switch / scan) the same plan runs on each body. Their
+invars (scanned slices, operands) are never reused, except the carries of scan and while
+bodies: they are planned as donated, and the loop passes the previous iteration's carry
+buffers as the donation from the second iteration on (at the first they are the caller's), each
+only after a run-time check that the loop holds the only reference (``buffers.donatable_item``),
+so an accumulator ``acc = acc + x`` is updated in place instead of holding two copies. Set ``STARLING_BUFFER_REUSE=0`` to turn the pass off.
 
 The plan is static; before overwriting an intermediate the schedule re-checks at run time that
 nothing else references it (src/lowering/buffers.py: a live view, a second name, a user's
@@ -130,7 +132,7 @@ def _plan_bodies(eqn, min_bytes):
     params, changed = {}, False
     for name, p in eqn.params.items():
         if isinstance(p, Program):
-            q = buffer_reuse(p, None, min_bytes)
+            q = buffer_reuse(p, _loop_carries(eqn, name, p), min_bytes)
         elif isinstance(p, tuple) and p and all(isinstance(x, Program) for x in p):
             q = tuple(buffer_reuse(x, None, min_bytes) for x in p)
             q = p if all(a is b for a, b in zip(p, q)) else q
@@ -139,6 +141,22 @@ def _plan_bodies(eqn, min_bytes):
         changed |= q is not p
         params[name] = q
     return Equation(eqn.primitive, eqn.invars, eqn.outvars, params) if changed else eqn
+
+
+def _loop_carries(eqn, name, body):
+    """The invars of a loop body that the loop may donate to it: a scan's or while loop's
+    carries, whose buffers, from the second iteration on, are the previous iteration's results,
+    held by the loop alone (src/lowering/backends/cpp.py checks that at run time and passes
+    None otherwise, and at the first iteration, when they are the caller's)."""
+    prim, prm = eqn.primitive.name, eqn.params
+    if prim == "scan" and name == "body":
+        first, count = prm["num_consts"], prm["num_carry"]
+    elif prim == "while" and name == "body":
+        first = prm["n_body"]
+        count = len(body.invars) - first
+    else:
+        return None
+    return [first <= i < first + count for i in range(len(body.invars))]
 
 
 # ---- the plan ---------------------------------------------------------------------------------
@@ -234,6 +252,12 @@ def plan(prog: Program, donated=None, min_bytes=DEFAULT_MIN_BYTES) -> dict:
             entry[j] = (ctx.in_place(e, j, size, dead_at[k], pooled=True)
                         or ctx.dead_buffer(o, size)
                         or ctx.in_place(e, j, size, dead_at[k], pooled=False))
+        for o, r in zip(e.outvars, entry):
+            if r is not None and r[0] == "in":
+                # the output lives in the donated buffer: a later kernel reusing it writes into
+                # that buffer again (its liveness is this plan's), never through a run-time
+                # take, which would see the donor's own reference and refuse
+                cands[o] = r
         if any(r is not None for r in entry):
             out[k] = tuple(entry)
     return out
