@@ -737,3 +737,26 @@ def test_ctypes_launcher_runs_the_same_plan(compiled, monkeypatch):
     before = buffers.STATS["reused"]
     np.testing.assert_array_equal(_run(exe, args)[0], _run(exe0, args)[0])
     assert buffers.STATS["reused"] == before + 3
+
+
+def test_loop_outputs_alias_only_what_the_body_can_pass_through():
+    """A scan's stacked outputs are new arrays; a carry may be its initial value, a carry it
+    swaps with, or a constant the body returns, never an unrelated input."""
+    from starling.lowering.passes.buffer_reuse import loop_output_sources
+    from starling.transforms.stage import make_ir
+
+    def f(c0, c1, c2, k, xs):
+        def body(c, x):
+            a, b, d = c
+            return (b, a, k), x + 1.0         # a and b swap; d becomes the constant k
+        return st.scan(body, (c0, c1, c2), xs)
+
+    args = (snp.ones(3), snp.ones(3), snp.ones(3), snp.ones(3), snp.ones((2, 3)))
+    prog = make_ir(f)(*args)
+    (eqn,) = [e for e in prog.eqns if e.primitive.name == "scan"]
+    srcs = loop_output_sources(eqn)
+    pos = {v: i for i, v in enumerate(eqn.invars)}
+    c0, c1, c2, k = (pos[v] for v in prog.invars[:4])
+    assert srcs[0] == srcs[1] == {c0, c1}
+    assert srcs[2] == {c2, k}
+    assert srcs[3] == set()

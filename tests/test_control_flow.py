@@ -499,3 +499,28 @@ def test_compiled_loop_carries_are_updated_in_place_and_stay_right():
         return st.while_loop(lambda c: c[1] < 4, lambda c: (c[0] * 0.5 + 1.0, c[1] + 1), c)
     out = st.compile(loop)((snp.ones((200, 200)), 0))
     np.testing.assert_allclose(np.asarray(out[0]), 1.9375)
+
+
+def test_compiled_loop_takes_initial_carries_that_die_at_it():
+    """An initial carry computed inside the program and read by nothing after the loop is the
+    loop's from the first iteration: it is updated in place at every iteration (no second
+    accumulator-sized buffer), and a carry the program still reads later is not."""
+    from starling.lowering import buffers
+    xs = snp.asarray(np.arange(4.0, dtype=np.float32)[:, None, None] * np.ones((4, 128, 128),
+                                                                              np.float32))
+
+    def acc(w, xs):
+        start = w * 3.0                       # dies at the scan: the scan owns it
+        kept = w + 1.0                        # read again after the scan: stays the caller's
+        (a, b), _ = st.scan(lambda c, x: ((c[0] + x, c[1] + x), None), (start, kept), xs)
+        return a, b, kept
+
+    w = snp.ones((128, 128))
+    before = buffers.STATS["donated"]
+    a, b, kept = st.compile(acc)(w, xs)
+    # 4 iterations of the owned carry; the other carry only from the second iteration on
+    assert buffers.STATS["donated"] - before == 4 + 3
+    np.testing.assert_array_equal(np.asarray(a), np.full((128, 128), 9.0))
+    np.testing.assert_array_equal(np.asarray(b), np.full((128, 128), 8.0))
+    np.testing.assert_array_equal(np.asarray(kept), 2.0)
+    np.testing.assert_array_equal(np.asarray(w), 1.0)

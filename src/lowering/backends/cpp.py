@@ -44,7 +44,7 @@ import warnings
 import numpy as np
 
 from ...arrays.array import wrap
-from ...core.ir import Literal, Program
+from ...core.ir import Literal, Program, Var
 from ...core.symbolic import program_is_symbolic
 from ...core.trace import EVAL_TRACE, set_current_trace
 from .. import buffers as _buffers
@@ -472,12 +472,24 @@ class _Schedule:
             fn = self._callable(eqn)
             fname_k = const(fn, "F")
             meta[fname_k] = _debug_meta(eqn)
+            owned = self._owned_carries(eqn, i, last_use, keep)
+            if owned:
+                # the loop takes the initial carries that die here: it alone holds them, so
+                # its body may update them in place from the first iteration on
+                own = f"_own{i}"
+                positions = _carry_positions(eqn)
+                items = [names[eqn.invars[j]] if j in owned else "None" for j in positions]
+                lines.append(f"    {own} = [{', '.join(items)}]")
+                lines.append(f"    del {', '.join(sorted({names[eqn.invars[j]] for j in owned}))}")
+                ins = ", ".join("None" if j in owned else name_of(v)
+                                for j, v in enumerate(eqn.invars))
+                ins += f", _own={own}"
             if into is not None:
                 lines.append(f"    {target}{fname_k}.run((), ({into}), {ins})")
             else:
                 lines.append(f"    {target}{fname_k}({ins})")
-            dead = [names[v] for v in eqn.invars if not isinstance(v, Literal)
-                    and last_use.get(v) == i and v not in keep]
+            dead = [names[v] for j, v in enumerate(eqn.invars) if not isinstance(v, Literal)
+                    and last_use.get(v) == i and v not in keep and j not in owned]
             dead += [names[v] for v in eqn.outvars if v not in last_use and v not in keep]
             dead += [names[v] for v in deferred.get(i, ())]
             if dead:
@@ -491,6 +503,16 @@ class _Schedule:
         self.texts.append(text)
         self.ns, self.meta = ns, meta
         return ns[fname], "\n".join(self.texts)
+
+    @staticmethod
+    def _owned_carries(eqn, i, last_use, keep):
+        """Positions of the initial carries of loop equation ``i`` that nothing reads after it
+        (each passed once; a literal or a kept value stays the caller's)."""
+        if eqn.primitive.name not in ("scan", "while"):
+            return set()
+        return {j for j in _carry_positions(eqn) if isinstance(eqn.invars[j], Var)
+                and last_use.get(eqn.invars[j]) == i and eqn.invars[j] not in keep
+                and eqn.invars.count(eqn.invars[j]) == 1}
 
     @staticmethod
     def _plan_lifetimes(prog, last_use):
@@ -572,15 +594,16 @@ class _Schedule:
         nc, nb, max_it = p["n_cond"], p["n_body"], p["max_iterations"]
         donate = _carry_donor(body, nb)
 
-        def run_while(*args):
+        def run_while(*args, _own=None):
             cc, bc, carry = args[:nc], args[nc:nc + nb], list(args[nc + nb:])
             del args      # the caller's carries must not look shared once the loop owns them
+            _adopt(carry, _own)
             n = len(carry)
             i = 0
             while max_it is None or i < max_it:
                 if not bool(cond(*cc, *carry)[0]):
                     break
-                given = donate(carry) if i else ()
+                given = donate(carry)
                 carry = list(body(*bc, *carry, *given)[:n])
                 del given
                 i += 1
@@ -605,13 +628,14 @@ class _Schedule:
 
         donate = _carry_donor(body, nc)
 
-        def run_scan(*args):
+        def run_scan(*args, _own=None):
             consts, carry, xs = args[:nc], list(args[nc:nc + nk]), args[nc + nk:]
             del args
+            _adopt(carry, _own)
             ys = [np.empty((length,) + tuple(a.shape), a.dtype) for a in y_avals]
             order = range(length - 1, -1, -1) if reverse else range(length)
-            for step, i in enumerate(order):
-                given = donate(carry) if step else ()
+            for i in order:
+                given = donate(carry)
                 outs = body(*consts, *carry, *[x[i] for x in xs], *given)
                 del given
                 carry = list(outs[:nk])
@@ -619,6 +643,24 @@ class _Schedule:
                 del outs
             return carry + ys
         return run_scan
+
+
+def _carry_positions(eqn):
+    """The input positions of a scan's / while loop's initial carries."""
+    p = eqn.params
+    if eqn.primitive.name == "scan":
+        return range(p["num_consts"], p["num_consts"] + p["num_carry"])
+    return range(p["n_cond"] + p["n_body"], len(eqn.invars))
+
+
+def _adopt(carry, own):
+    """Moves the initial carries the schedule handed over (``own``: one entry per carry, None
+    where the caller keeps it) into ``carry``, leaving the loop their only holder."""
+    if own:
+        for k, buf in enumerate(own):
+            if buf is not None:
+                carry[k] = buf
+        own.clear()
 
 
 def _store(ys, i, vals):

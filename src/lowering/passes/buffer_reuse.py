@@ -69,7 +69,7 @@ from collections import defaultdict, deque
 
 import numpy as np
 
-from ...core.ir import Equation, Program, Var
+from ...core.ir import Equation, Program, Var, is_effectful
 from ..fused import fused_kernel_p
 from ..fused_matmul import fused_matmul_p, split
 from .fusion import REDUCE_PRIMITIVES, VIEW_PRIMITIVES
@@ -159,6 +159,71 @@ def _loop_carries(eqn, name, body):
     return [first <= i < first + count for i in range(len(body.invars))]
 
 
+# ---- what a loop's results may share memory with -------------------------------------------------
+
+def _body_sources(body):
+    """For each outvar of a loop body: the indices of the body's invars whose memory it may be
+    (its alias class, built as in ``plan``; a kernel output planned into a donated invar or
+    into an earlier buffer shares that buffer's class)."""
+    cls = _Classes()
+    for e in body.eqns:
+        reuse = e.params.get("reuse") if e.primitive in KERNELS else None
+        if e.primitive in KERNELS or e.primitive.name in ALLOCATING:
+            for o, ref in zip(e.outvars, reuse or ()):
+                if ref is not None:
+                    cls.union(o, body.invars[ref[1]] if ref[0] == "in"
+                              else body.eqns[ref[1]].outvars[ref[2]])
+            continue
+        ins = [v for v in e.invars if isinstance(v, Var)]
+        for o in e.outvars:
+            for v in ins:
+                cls.union(o, v)
+            cls.union(o, e.outvars[0])
+    roots = [cls.find(v) for v in body.invars]
+    return [set() if not isinstance(o, Var) else
+            {i for i, r in enumerate(roots) if r is cls.find(o)} for o in body.outvars]
+
+
+def loop_output_sources(eqn):
+    """For a ``scan`` / ``while`` equation, one set per output of the equation's input positions
+    whose buffers that output may be (else None: any input). A scan's stacked outputs are new
+    arrays; a carry is what the body returns for it (a new buffer, or a buffer passed in: a
+    constant, a scanned slice, a carry, whose own source is followed through the iterations),
+    or the initial carry itself when the loop runs no iteration."""
+    name, p = eqn.primitive.name, eqn.params
+    if name == "scan":
+        body, first, n_carry = p["body"], p["num_consts"], p["num_carry"]
+
+        def outer(i):        # body invars: consts, carries, scanned slices, as the eqn's
+            return i
+    elif name == "while":
+        body, first = p["body"], p["n_body"]
+        n_carry = len(body.invars) - first
+
+        def outer(i):        # the eqn's invars start with the condition's constants
+            return p["n_cond"] + i
+    else:
+        return None
+    direct = _body_sources(body)[:n_carry]
+    group = list(range(n_carry))          # carries that may hand their buffers to each other
+
+    def find(k):
+        while group[k] != k:
+            k = group[k]
+        return k
+    for j, srcs in enumerate(direct):
+        for i in srcs:
+            if first <= i < first + n_carry:
+                group[find(i - first)] = find(j)
+    out = []
+    for j in range(n_carry):
+        members = [k for k in range(n_carry) if find(k) == find(j)]
+        srcs = {outer(first + k) for k in members}
+        srcs |= {outer(i) for k in members for i in direct[k]}
+        out.append(srcs)
+    return out + [set()] * (len(eqn.outvars) - n_carry)
+
+
 # ---- the plan ---------------------------------------------------------------------------------
 
 class _Classes:
@@ -205,11 +270,17 @@ def plan(prog: Program, donated=None, min_bytes=DEFAULT_MIN_BYTES) -> dict:
             if isinstance(v, Var):
                 last[v] = k
         alloc = e.primitive in KERNELS or e.primitive.name in ALLOCATING
+        loop = None if alloc else loop_output_sources(e)
         for m, o in enumerate(e.outvars):
             born[o] = k
-            if alloc:
+            if alloc or loop is not None:
                 cands[o] = ("eqn", k, m)
-        if not alloc:
+        if loop is not None:
+            for o, sources in zip(e.outvars, loop):
+                for i in sources:
+                    if isinstance(e.invars[i], Var):
+                        cls.union(o, e.invars[i])
+        elif not alloc:
             ins = [v for v in e.invars if isinstance(v, Var)]
             for o in e.outvars:
                 for v in ins:
@@ -234,7 +305,13 @@ def plan(prog: Program, donated=None, min_bytes=DEFAULT_MIN_BYTES) -> dict:
     # it, so keeping one alive for a later kernel can raise the peak.
     pooled = {v for v, ref in cands.items()
               if ref[0] == "in" or eqns[ref[1]].primitive in KERNELS}
-    ctx = _Ctx(eqns, cls, members, cands, pooled, min_bytes)
+    # A buffer a collective or a host callback read may still be read after that equation
+    # returns (by a peer device still in the rendezvous, by a callback that kept it). Run-time
+    # takes see those references; writes into donated buffers are not checked at run time, so
+    # the plan never writes into a donated buffer such an equation read.
+    shared = {cls.find(v) for e in eqns if is_effectful(e) for v in e.invars
+              if isinstance(v, Var)}
+    ctx = _Ctx(eqns, cls, members, cands, pooled, min_bytes, shared)
     out = {}
     ctx.release(dead_at[-1])                       # donated invars nobody reads
     for k, e in enumerate(eqns):
@@ -267,13 +344,17 @@ class _Ctx:
     """The state of the greedy plan: classes, candidates, dead buffers by size, classes already
     given away."""
 
-    def __init__(self, eqns, cls, members, cands, pooled, min_bytes):
+    def __init__(self, eqns, cls, members, cands, pooled, min_bytes, shared=frozenset()):
         self.eqns, self.cls, self.members, self.cands = eqns, cls, members, cands
-        self.pooled, self.min_bytes = pooled, min_bytes
+        self.pooled, self.min_bytes, self.shared = pooled, min_bytes, shared
         self.consumed = set()
         self.free = defaultdict(deque)   # size key -> (class, Var) of dead pooled buffers
         self.recent = {}                 # size key -> [(class, Var)]: NumPy results that died
         #                                  at the previous equation
+
+    def _unwritable(self, root, v):
+        """A donated buffer (class ``root``) that a collective or a callback read."""
+        return self.cands[v][0] == "in" and root in self.shared
 
     def _big_enough(self, v, size):
         return self.cands[v][0] == "in" or not isinstance(size, int) or size >= self.min_bytes
@@ -284,7 +365,8 @@ class _Ctx:
         for r in roots:
             for v in self.members[r]:
                 size = _nbytes(v.aval)
-                if v in self.cands and size is not None and self._big_enough(v, size):
+                if v in self.cands and size is not None and self._big_enough(v, size) \
+                        and not self._unwritable(r, v):
                     bucket = self.free if v in self.pooled else recent
                     bucket[_size_key(size)].append((r, v))
         self.recent = recent
@@ -300,7 +382,7 @@ class _Ctx:
             if len(read) != 1:
                 continue         # not read here (died with this equation's outputs) / 2 aliases
             u = read.pop()
-            if u not in self.cands or (u in self.pooled) != pooled \
+            if u not in self.cands or (u in self.pooled) != pooled or self._unwritable(r, u) \
                     or not _same_size(_nbytes(u.aval), size) or not self._big_enough(u, size):
                 continue
             positions = [i for i, v in enumerate(e.invars) if v is u]
