@@ -553,3 +553,24 @@ def test_vmap_of_collective_over_another_axis(name, in_axis, out_axis):
                  for h in (batched, looped))
     assert got.shape == want.shape
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("values", [np.array([100, 120, 7, 1], np.int8),
+                                    np.array([200, 250, 0, 1], np.uint8),
+                                    np.array([True, False, True, True]),
+                                    np.array([4e4, 1.0, 3e4, -4e4], np.float16)],
+                         ids=["int8", "uint8", "bool", "float16"])
+def test_partial_avg_sums_wide_before_dividing(values):
+    """A pending mean of copies of ``values`` is ``values``: its sum is taken in int64 (float32
+    for 16-bit floats), not in a dtype where 100 + 120 wraps around or 4e4 + 4e4 overflows."""
+    from starling.sharding import Partial, Replicate, Shard, distribute, redistribute
+    x = distribute(values, M2, [Partial("avg"), Replicate()])
+    np.testing.assert_array_equal(np.asarray(x), values)
+    for to in ([Shard(0), Replicate()], [Replicate(), Replicate()]):
+        np.testing.assert_array_equal(np.asarray(redistribute(x, to)), values)
+    y = redistribute(distribute(values, M2, [Replicate(), Replicate()]), [Partial("avg"),
+                                                                         Replicate()])
+    np.testing.assert_array_equal(np.asarray(y), values)
+    # pmean: integers become float32 (as mean); 16-bit floats are summed in float32
+    for g in per_device(lambda b: lax.pmean(b, "i"), M1, P(), values):
+        np.testing.assert_allclose(np.asarray(g).astype(np.float64), values.astype(np.float64))

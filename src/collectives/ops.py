@@ -14,6 +14,7 @@ from ..arrays.convert import operand
 from ..core import dtypes
 from ..core.axis_env import axis_size as _env_axis_size
 from ..core.axis_env import normalize_axis_names
+from .runtime.inprocess import accumulation_dtype
 from .primitives import (all_gather_p, all_reduce_p, all_to_all_p, axis_index_p, ppermute_p,
                          pvary_p, reduce_scatter_p)
 
@@ -66,13 +67,17 @@ def pmin(x, axis_name):
 
 def pmean(x, axis_name):
     """Mean over ``axis_name``: ``psum(x) / size`` (integers are promoted to the default float,
-    as ``mean`` does)."""
+    as ``mean`` does; 16-bit floats are summed in float32 and the mean rounded once, as
+    ``mean`` does, so a sum beyond float16's range does not make the mean inf)."""
     axes = normalize_axis_names(axis_name, "pmean")
     n = _size("pmean", axes)
 
     def one(a):
         if not dtypes.is_inexact(a.dtype):
             a = a.astype(dtypes.DEFAULT_FLOAT)
+        wide = accumulation_dtype(a.dtype, "avg")
+        if wide != a.dtype:
+            return (all_reduce_p.bind(a.astype(wide), axes=axes, op="sum") / n).astype(a.dtype)
         return all_reduce_p.bind(a, axes=axes, op="sum") / n
     return _map("pmean", one, x)
 

@@ -32,6 +32,7 @@ import numpy as np
 from ..arrays.array import wrap
 from ..core import dtypes
 from ..core.placements import Replicate, chunk_bounds, partial_fill
+from .runtime.inprocess import accumulation_dtype
 from .primitives import (all_gather_p, all_reduce_p, all_to_all_p, axis_index_p,
                          reduce_scatter_p, shard_slice_p)
 from .sharding import NamedSharding, PartitionSpec, as_sharding, from_placements
@@ -188,7 +189,10 @@ def apply_local(x, shape, src, dst, device):
                                       axis_size=k, size=local[st.dim])
         elif st.kind == "reduce":
             if st.op == "avg":
-                total = all_reduce_p.bind(x, axes=axes, op="sum")
+                # summed wide (int64, float32 for 16-bit floats): the sum may not fit x's dtype
+                wide = accumulation_dtype(x.dtype, "avg")
+                total = all_reduce_p.bind(x.astype(wide) if wide != x.dtype else x, axes=axes,
+                                          op="sum")
                 x = (total / k if dtypes.is_inexact(x.dtype) else total // k).astype(x.dtype)
             else:
                 x = all_reduce_p.bind(x, axes=axes, op=st.op)

@@ -254,7 +254,7 @@ def gather_pieces(sharding, aval, shards):
             acc = part if acc is None else acc
             continue
         if acc is None:
-            acc = part.astype(accumulation_dtype(aval.dtype), copy=True)
+            acc = part.astype(accumulation_dtype(aval.dtype, op), copy=True)
         else:
             reduce_ufunc(op)(acc, part, out=acc)
     if op is None:
@@ -294,7 +294,7 @@ def _gather_mixed(sharding, aval, shards):
     new = []
     for dev in mesh.flat_devices:
         group = mesh.group((axis,), dev)
-        acc = np.array(shards[pos[group[0]]], dtype=accumulation_dtype(aval.dtype))
+        acc = np.array(shards[pos[group[0]]], dtype=accumulation_dtype(aval.dtype, op))
         for g in group[1:]:
             reduce_ufunc(op)(acc, shards[pos[g]], out=acc)
         new.append(finish_reduce(acc, op, len(group), aval.dtype))

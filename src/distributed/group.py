@@ -309,7 +309,7 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
         raise ValueError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
     g = _group(group)
     weak, b = _buf(x, "all_reduce", g, timeout, async_op)
-    acc = accumulation_dtype(b.dtype)
+    acc = accumulation_dtype(b.dtype, op)
     send = b.astype(acc) if acc != b.dtype else b
     out = np.empty_like(send)
     return _call("all_reduce", g, b, timeout, async_op,
@@ -347,7 +347,7 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"reduce_scatter: dim 0 of shape {b.shape} must be divisible by the "
                          f"group size {n}")
-    acc = accumulation_dtype(b.dtype)
+    acc = accumulation_dtype(b.dtype, op)
     send = b.astype(acc) if acc != b.dtype else b
     out = np.empty((b.shape[0] // n,) + b.shape[1:], acc)
     return _call("reduce_scatter", g, b, timeout, async_op,

@@ -114,7 +114,7 @@ class MPIComm:
     def all_reduce(self, ctx, x, axes, op):
         group, comm, _ = self.group_comm(ctx, axes)
         x = _contig(x)
-        acc = accumulation_dtype(x.dtype)
+        acc = accumulation_dtype(x.dtype, op)
         send = x.astype(acc) if acc != x.dtype else x
         out = np.empty_like(send)
         mop = mpi_op("sum" if op == "avg" else op, send.dtype)
@@ -161,7 +161,7 @@ class MPIComm:
         n = comm.Get_size()
         x = np.asarray(x)
         front = _contig(np.moveaxis(x, dim, 0))
-        acc = accumulation_dtype(x.dtype)
+        acc = accumulation_dtype(x.dtype, op)
         send = front.astype(acc) if acc != x.dtype else front
         row = int(np.prod(front.shape[1:], dtype=np.int64))
         if tiled:

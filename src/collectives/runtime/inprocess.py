@@ -46,11 +46,16 @@ def reduce_ufunc(op):
             "prod": np.multiply}[op]
 
 
-def accumulation_dtype(dt):
-    """Low-precision floats accumulate in float32 (rounded once), as Starling's reductions do."""
+def accumulation_dtype(dt, op=None):
+    """The dtype members' values of ``dt`` are combined in by reduce op ``op``: low-precision
+    floats in float32 (rounded once), as Starling's reductions do; for "avg" also integers and
+    booleans in (u)int64, so the sum before the division cannot wrap around (the mean of
+    int8 values 100 and 120 is 110, not -18)."""
     dt = np.dtype(dt)
     if dt in (dtypes.float16, dtypes.bfloat16) or dt in dtypes.LOW_PRECISION_FLOATS:
         return np.dtype(np.float32)
+    if op == "avg" and dt.kind in "biu":
+        return np.dtype(np.uint64 if dt.kind == "u" else np.int64)
     return dt
 
 
@@ -284,7 +289,7 @@ class InProcessComm:
         out = pooled_empty(x.shape, x.dtype)
         with self._session(ctx, axes, (x, out), x, "all_reduce", op=op) as (rv, rank):
             fn = reduce_ufunc(op)
-            acc_dt = accumulation_dtype(x.dtype)
+            acc_dt = accumulation_dtype(x.dtype, op)
             flat = [s[0].reshape(-1) for s in rv.slots]
             if x.size < _PARALLEL_MIN:
                 self._reduce(out.reshape(-1), flat, 0, x.size, fn, acc_dt, op, n)
@@ -344,7 +349,7 @@ class InProcessComm:
             else:
                 idx = (slice(None),) * dim + (rank,)
             fn = reduce_ufunc(op)
-            acc = np.array(rv.slots[0][idx], dtype=accumulation_dtype(x.dtype))
+            acc = np.array(rv.slots[0][idx], dtype=accumulation_dtype(x.dtype, op))
             for s in rv.slots[1:]:
                 fn(acc, s[idx], out=acc)
             return finish_reduce(acc, op, n, x.dtype)
