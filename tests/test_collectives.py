@@ -574,3 +574,18 @@ def test_partial_avg_sums_wide_before_dividing(values):
     # pmean: integers become float32 (as mean); 16-bit floats are summed in float32
     for g in per_device(lambda b: lax.pmean(b, "i"), M1, P(), values):
         np.testing.assert_allclose(np.asarray(g).astype(np.float64), values.astype(np.float64))
+
+
+def test_sharding_log_shows_the_bytes_each_choice_moves(monkeypatch, caplog):
+    """STARLING_LOG_SHARDING=1: the cost logged is what the chosen layout moves (inv needs the
+    whole matrix on every device: 3/4 of it arrives), not 0 (the layout counted as already
+    there)."""
+    import logging
+    from starling.sharding import Shard, distribute
+    monkeypatch.setenv("STARLING_LOG_SHARDING", "1")
+    x = distribute(np.ones((64, 64), np.float32) + 64 * np.eye(64, dtype=np.float32), M2,
+                   [Shard(0), Shard(1)])
+    with caplog.at_level(logging.INFO, logger="starling.sharding"):
+        snp.linalg.inv(x)
+    inv = [r.getMessage() for r in caplog.records if r.getMessage().startswith("sharding inv")]
+    assert inv and inv[0].endswith(f"(moves {64 * 64 * 4 * 3 // 4} bytes/device)"), inv

@@ -22,11 +22,11 @@ that call the runtime). ``STARLING_LOG_SHARDING=1`` logs every choice and its co
 """
 from __future__ import annotations
 
-import logging
-import os
 
 import numpy as np
 
+from . import log as sharding_log
+from .log import logger
 from ..arrays.array import wrap
 from ..core.avals import ShapedArray
 from ..core.ir import Literal, Program, eval_program, inline_custom_calls
@@ -37,7 +37,6 @@ from . import redistribute as RD
 from .hints import layout_hints
 from .sharding import NamedSharding, PartitionSpec, from_placements
 
-logger = logging.getLogger("starling.sharding")
 _LOGGED_NO_RULE = set()
 _CHANGE_PENALTY = 1e-3   # prefer keeping layouts among equally cheap strategies
 # Each collective also costs a fixed latency, counted as this many bytes: one all_reduce beats a
@@ -48,10 +47,6 @@ _LATENCY_BYTES = 16384
 # core, so gathering a product's operands to compute it whole on each device loses to computing
 # it split and reducing the result (data-parallel weight gradients).
 _FLOPS_PER_BYTE = 8.0
-
-
-def _log():
-    return os.environ.get("STARLING_LOG_SHARDING") not in (None, "", "0")
 
 
 def replicated(mesh):
@@ -111,8 +106,9 @@ def _candidates(eqn, in_avals, out_avals):
     if rule is None:
         if prim.name not in _LOGGED_NO_RULE:
             _LOGGED_NO_RULE.add(prim.name)
-            logger.info("starling.sharding: primitive %s has no sharding strategy; its operands "
-                        "are replicated", prim.name)
+            sharding_log.enabled()
+            logger.info("primitive %s has no sharding strategy; its operands are replicated",
+                        prim.name)
         return [reps]
     combos = [tuple(map(tuple, c)) for c in rule(in_avals, out_avals, **eqn.params)]
     return combos + [reps]
@@ -307,15 +303,15 @@ def propagate(prog, in_shardings, out_shardings=None, keep_partial=False):
             ins, outs = _choose(eqn, [available(x) for x in eqn.invars], mesh,
                                 [hints.get(v) for v in eqn.outvars])
             note = ""
-        for x, s in zip(eqn.invars, ins):
-            if not isinstance(x, Literal) and s not in available(x):
-                available(x).append(s)
-        if _log():
+        if sharding_log.enabled():   # before the chosen layouts join what is available
             cost = sum(min(RD.cost(x.aval, c, w) for c in available(x))
                        for x, w in zip(eqn.invars, ins))
             logger.info("sharding %s: %s -> %s (moves %.0f bytes/device)%s", prim.name,
                         [list(s.placements) for s in cur], [list(s.placements) for s in outs],
                         cost, f" [{note}]" if note else "")
+        for x, s in zip(eqn.invars, ins):
+            if not isinstance(x, Literal) and s not in available(x):
+                available(x).append(s)
         choices.append(_Choice(eqn, ins, outs, note))
         for v, s in zip(eqn.outvars, outs):
             layout[v] = s

@@ -25,10 +25,11 @@ carries the device's exact local sizes.
 """
 from __future__ import annotations
 
-import logging
 
 import numpy as np
 
+from . import log as sharding_log
+from .log import logger
 from ..arrays.array import wrap
 from ..core import dtypes
 from ..core.placements import Replicate, chunk_bounds, partial_fill
@@ -37,7 +38,6 @@ from .primitives import (all_gather_p, all_reduce_p, all_to_all_p, axis_index_p,
                          reduce_scatter_p, shard_slice_p)
 from .sharding import NamedSharding, PartitionSpec, as_sharding, from_placements
 
-logger = logging.getLogger("starling.sharding")
 
 
 class Step:
@@ -245,7 +245,7 @@ def _redistribute(x, dst):
     mesh = src.mesh
     shape = tuple(x.shape)
     pos = {d: i for i, d in enumerate(mesh.flat_devices)}
-    if _log_enabled():
+    if sharding_log.enabled():
         logger.info("redistribute %s: %s -> %s: %s", x.aval.str_short(), list(src.placements),
                     list(dst.placements), plan(len(shape), src, dst))
 
@@ -264,11 +264,6 @@ def _redistribute(x, dst):
 def _split_global(x, dst):
     from .sharded_array import split_pieces
     return split_pieces(np.asarray(x._gather()), dst)
-
-
-def _log_enabled():
-    import os
-    return os.environ.get("STARLING_LOG_SHARDING") not in (None, "", "0")
 
 
 def redistribute(x, placements=None, *, mesh=None):

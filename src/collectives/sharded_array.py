@@ -11,10 +11,11 @@ arrays run piece by piece on their devices (src/collectives/eager.py) and give s
 from __future__ import annotations
 
 import itertools
-import logging
 
 import numpy as np
 
+from . import log as sharding_log
+from .log import logger
 from ..arrays.array import Array, wrap
 from ..arrays.convert import operand
 from ..core.avals import ShapedArray
@@ -23,7 +24,6 @@ from .runtime.inprocess import accumulation_dtype, finish_reduce, reduce_ufunc
 from .sharding import (NamedSharding, SingleDeviceSharding, as_sharding, from_placements,
                        normalize_placements)
 
-logger = logging.getLogger("starling.sharding")
 _LOGGED_GATHER = []
 
 
@@ -167,8 +167,9 @@ class ShardedArray(Array):
         if full is None:
             if not _LOGGED_GATHER:
                 _LOGGED_GATHER.append(True)
-                logger.info("starling.sharding: a sharded array was gathered into one buffer "
-                            "by code that is not sharding-aware")
+                sharding_log.enabled()
+                logger.info("a sharded array was gathered into one buffer by code that is not "
+                            "sharding-aware")
             full = self._gather()
         return full
 
