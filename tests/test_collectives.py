@@ -589,3 +589,17 @@ def test_sharding_log_shows_the_bytes_each_choice_moves(monkeypatch, caplog):
         snp.linalg.inv(x)
     inv = [r.getMessage() for r in caplog.records if r.getMessage().startswith("sharding inv")]
     assert inv and inv[0].endswith(f"(moves {64 * 64 * 4 * 3 // 4} bytes/device)"), inv
+
+
+def test_layouts_and_sharded_arrays_pickle_and_copy():
+    import copy
+    import pickle
+    from starling.sharding import NamedSharding, Partial, Replicate, Shard, distribute
+    for obj in (P("x", None), P(("x", "y")), P(), Shard(1), Replicate(), Partial("max"),
+                NamedSharding(M2, P("x"))):
+        for back in (pickle.loads(pickle.dumps(obj)), copy.copy(obj), copy.deepcopy(obj)):
+            assert back == obj and repr(back) == repr(obj)
+    x = distribute(np.arange(6.0), M2, [Shard(0), Partial("sum")])
+    for back in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x)):
+        assert back.placements == x.placements
+        np.testing.assert_array_equal(np.asarray(back), np.asarray(x))

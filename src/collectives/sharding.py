@@ -40,6 +40,9 @@ class PartitionSpec(tuple):
     def __repr__(self):
         return "PartitionSpec(" + ", ".join(repr(e) for e in self) + ")"
 
+    def __reduce__(self):   # a tuple subclass would be rebuilt as PartitionSpec(tuple(self))
+        return PartitionSpec, tuple(self)
+
     def axes(self, i) -> tuple:
         """The mesh axes splitting dim ``i`` (a tuple, maybe empty)."""
         if i >= len(self):

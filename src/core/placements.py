@@ -59,6 +59,9 @@ class Shard(Placement):
     def __repr__(self):
         return f"Shard(dim={self.dim})"
 
+    def __reduce__(self):   # pickle / copy rebuild through __init__ (attributes are read-only)
+        return Shard, (self.dim,)
+
 
 class Replicate(Placement):
     """Every position along the mesh dimension holds the whole array."""
@@ -76,6 +79,9 @@ class Replicate(Placement):
 
     def __repr__(self):
         return "Replicate()"
+
+    def __reduce__(self):
+        return Replicate, ()
 
 
 class Partial(Placement):
@@ -105,6 +111,9 @@ class Partial(Placement):
 
     def __repr__(self):
         return f"Partial({self.reduce_op})"
+
+    def __reduce__(self):
+        return Partial, (self.reduce_op,)
 
 
 REPLICATE = Replicate()
