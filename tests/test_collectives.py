@@ -603,3 +603,25 @@ def test_layouts_and_sharded_arrays_pickle_and_copy():
     for back in (pickle.loads(pickle.dumps(x)), copy.deepcopy(x)):
         assert back.placements == x.placements
         np.testing.assert_array_equal(np.asarray(back), np.asarray(x))
+
+
+def test_to_local_inside_a_shard_map_body_says_what_to_do():
+    from starling.sharding import Shard, distribute
+    x = distribute(np.arange(16.0).reshape(4, 4), M2, [Shard(0), Shard(1)])
+    f = starling.shard_map(lambda b: b + x.to_local(), M2, in_specs=P("x", "y"),
+                           out_specs=P("x", "y"))
+    with pytest.raises(ValueError, match=r"to_local: called inside a shard_map body over mesh "
+                                         r"axes \['x', 'y'\].*f64\[4,4\].*as an argument"):
+        f(np.ones((4, 4)))
+
+
+def test_values_on_two_meshes_of_one_shape_are_told_apart():
+    from starling.sharding import Mesh, Replicate, Shard, distribute
+    other = Mesh(np.array(DEV4[::-1]).reshape(2, 2), ("x", "y"))
+    x = distribute(np.ones((4, 4)), M2, [Shard(0), Replicate()])
+    y = distribute(np.ones((4, 4)), other, [Shard(0), Replicate()])
+    ids = r"device ids=\[\[3, 2\], \[1, 0\]\]\): (operand|argument) 1 f64\[4,4\]"
+    with pytest.raises(ValueError, match=r"add: values on 2 different meshes: .*" + ids):
+        x + y
+    with pytest.raises(ValueError, match=r"compile: values on 2 different meshes: .*" + ids):
+        starling.compile(lambda p, q: p + q)(x, y)

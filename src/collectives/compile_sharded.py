@@ -13,6 +13,7 @@ per-device Program.
 """
 from __future__ import annotations
 
+from .mesh import different_meshes_error
 from ..lowering.pipeline import run_pipeline
 from .constraint import sharding_constraint_p
 from .overlap import overlap_collectives
@@ -65,8 +66,14 @@ def build(prog, leaf_shardings, out_shardings, backend):
     if not meshes:
         return None
     if len(meshes) > 1:
-        raise ValueError(f"compile: the arguments, in/out_shardings and shard_maps use "
-                         f"{len(meshes)} different meshes; a compiled function runs on one mesh")
+        items = [(f"argument {i} {v.aval.str_short()}", s.mesh)
+                 for i, (v, s) in enumerate(zip(prog.invars, leaf_shardings))
+                 if isinstance(s, NamedSharding)]
+        items += [(f"out_sharding {i}", s.mesh) for i, s in enumerate(out_shardings or ())
+                  if isinstance(s, NamedSharding)]
+        if pm is not None:
+            items.append(("a shard_map / sharding constraint inside", pm))
+        raise different_meshes_error("compile", items, "a compiled function runs on one mesh")
     mesh = meshes.pop()
     in_sh = [s if isinstance(s, NamedSharding) else replicated(mesh) for s in leaf_shardings]
     part = partition(prog, in_sh, out_shardings)

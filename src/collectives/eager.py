@@ -13,6 +13,7 @@ A result keeps a pending reduction as DTensor does (``sum`` over a split dim is
 """
 from __future__ import annotations
 
+from .mesh import different_meshes_error
 from ..core.ir import Equation, Program, Var
 from ..core.trace import EvalTrace
 from .partition import partition, replicated
@@ -35,9 +36,10 @@ def dispatch(prim, args, params):
     """Runs ``prim`` on concrete operands at least one of which is sharded."""
     meshes = {a.mesh for a in args if isinstance(a, ShardedArray)}
     if len(meshes) > 1:
-        shapes = [(tuple(a.shape), dict(a.mesh.shape)) for a in args if isinstance(a, ShardedArray)]
-        raise ValueError(f"{prim.name}: operands are sharded over different meshes {shapes}; "
-                         "redistribute them onto one mesh first")
+        raise different_meshes_error(
+            prim.name, [(f"operand {i} {a.aval.str_short()}", a.mesh)
+                        for i, a in enumerate(args) if isinstance(a, ShardedArray)],
+            "redistribute them onto one mesh first")
     mesh = meshes.pop()
     shardings = tuple(a.sharding if isinstance(a, ShardedArray) else replicated(mesh)
                       for a in args)

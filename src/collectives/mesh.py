@@ -171,6 +171,18 @@ class Mesh:
         return f"Mesh({{{shape}}}, device ids={ids})"
 
 
+def different_meshes_error(op, items, hint) -> ValueError:
+    """The error for ``op`` meeting values on several meshes. ``items``: (what, mesh) pairs,
+    e.g. ("argument 0 f32[4,4]", mesh); the message groups them by mesh (each shown with its
+    axes and device ids, so two meshes of the same shape are told apart) and ends with
+    ``hint``."""
+    groups = {}
+    for what, mesh in items:
+        groups.setdefault(mesh, []).append(what)
+    parts = "; ".join(f"{m!r}: {', '.join(ws)}" for m, ws in groups.items())
+    return ValueError(f"{op}: values on {len(groups)} different meshes: {parts}; {hint}")
+
+
 _TOKENS: dict = {}
 
 

@@ -126,18 +126,31 @@ class ShardedArray(Array):
         return [s.data for s in self.addressable_shards]
 
     def to_local(self):
-        """The piece of the device running this code: inside a shard_map body or a device's
-        computation its own piece; in a process that owns one device of the mesh, that device's.
+        """The piece of the device running this code: in a device's computation (a device
+        worker of ``run_spmd``) its own piece; in a process that owns one device of the mesh,
+        that device's.
+
+        A shard_map body is traced once for every device, so no device is running it: pass the
+        array as an argument of the shard_map with the in_spec of its layout instead (the
+        body then gets each device's piece), as in JAX.
 
         Raises:
-            ValueError: the process owns several devices of the mesh (ambiguous: use
+            ValueError: called while a shard_map body over the mesh's axes is traced, or the
+                process owns several devices of the mesh (ambiguous: use
                 ``addressable_shards``).
         """
+        from ..core.axis_env import axis_names_in_scope
         from .runtime.context import current_spmd
         ctx = current_spmd()
         mesh = self._sharding.mesh
         if ctx is not None and ctx.mesh == mesh:
             dev = ctx.device
+        elif set(mesh.axis_names) & set(axis_names_in_scope()):
+            raise ValueError(
+                f"to_local: called inside a shard_map body over mesh axes "
+                f"{list(mesh.axis_names)}, which is traced for all devices at once; pass this "
+                f"{self.aval.str_short()} array (layout {list(self.placements)}) as an argument "
+                "of the shard_map with the in_spec of its layout to get each device's piece")
         else:
             local = mesh.local_devices
             if len(local) != 1:
