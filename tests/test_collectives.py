@@ -625,3 +625,19 @@ def test_values_on_two_meshes_of_one_shape_are_told_apart():
         x + y
     with pytest.raises(ValueError, match=r"compile: values on 2 different meshes: .*" + ids):
         starling.compile(lambda p, q: p + q)(x, y)
+
+
+def test_shard_map_as_a_decorator_keywords_refused_visualize_returns_none(capsys):
+    from starling.sharding import Replicate, Shard, distribute, visualize_sharding
+
+    @starling.shard_map(mesh=M1, in_specs=P("i"), out_specs=P())
+    def total(b):
+        return lax.psum(b.sum(), "i")
+    assert float(total(np.arange(8.0))) == 28.0
+    f = starling.shard_map(lambda a, k=2: a * k, M1, in_specs=P("i"), out_specs=P("i"))
+    with pytest.raises(TypeError, match=r"keyword arguments \['k'\] are not supported"):
+        f(np.ones(4), k=3)
+    with pytest.raises(TypeError, match="shard_map: f must be a function, got int"):
+        starling.shard_map(3, M1, in_specs=P(), out_specs=P())
+    assert visualize_sharding(distribute(np.ones((4, 4)), M2, [Shard(0), Replicate()])) is None
+    assert "dev 0,1" in capsys.readouterr().out

@@ -292,12 +292,14 @@ def _prefix(specs, tree, op, what):
                          f"{'arguments' if what == 'in_specs' else 'outputs'}: {e}") from None
 
 
-def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_rep=True,
+def shard_map(f=None, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_rep=True,
               check_vma=None):
     """Maps ``f`` over the blocks of its arguments, one block per device of ``mesh`` (SPMD).
 
     Args:
-        f: a function of local blocks; may call collectives over ``mesh``'s axis names.
+        f: a function of local blocks; may call collectives over ``mesh``'s axis names. Left
+            out (``shard_map(mesh=..., in_specs=..., out_specs=...)``), the result is a
+            decorator taking ``f``, as ``jax.shard_map``.
         mesh: the Mesh (default: the current mesh of ``with mesh:``).
         in_specs: a PartitionSpec per argument (a pytree prefix of the positional arguments);
             ``P()`` replicates. Split dims must divide evenly.
@@ -313,12 +315,21 @@ def shard_map(f, mesh: Mesh | None = None, in_specs=None, out_specs=None, check_
             out_spec claiming replication that check_rep disproves.
         NameError: a collective over an axis name the mesh does not have.
     """
+    if f is None:
+        return functools.partial(shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs,
+                                 check_rep=check_rep, check_vma=check_vma)
+    if not callable(f):
+        raise TypeError(f"shard_map: f must be a function, got {type(f).__name__}")
     if check_vma is not None:
         check_rep = bool(check_vma)
     op = f"shard_map({getattr(f, '__name__', 'f')})"
 
     @functools.wraps(f)
-    def mapped(*args):
+    def mapped(*args, **kwargs):
+        if kwargs:
+            raise TypeError(f"{op}: keyword arguments {sorted(kwargs)} are not supported: "
+                            "in_specs describe the positional arguments; pass them "
+                            "positionally (or bind them with functools.partial)")
         m = mesh or current_mesh()
         if m is None:
             raise ValueError(f"{op}: no mesh given and no current mesh (use `with mesh:`)")

@@ -8,10 +8,12 @@ def _bounds_str(b):
     return ", ".join(f"{lo}:{hi}" for lo, hi in b) or "()"
 
 
-def visualize_sharding(x, *, file=None) -> str:
-    """Prints (and returns) the device grid of ``x``: for each block of the global array, its
-    index range and the devices holding it (replicas listed together; Partial layouts say so).
-    A 1-d or 2-d array is drawn as a grid of blocks; higher ranks are listed block by block.
+def visualize_sharding(x, *, file=None) -> None:
+    """Prints the device grid of ``x``: for each block of the global array, its index range and
+    the devices holding it (replicas listed together; Partial layouts say so). A 1-d or 2-d
+    array is drawn as a grid of blocks; higher ranks are listed block by block. Prints to
+    ``file`` (default stdout) and returns None, as JAX does (a notebook cell ending with it
+    shows the grid once).
 
     Raises:
         TypeError: ``x`` is not an array.
@@ -20,9 +22,8 @@ def visualize_sharding(x, *, file=None) -> str:
         raise TypeError(f"visualize_sharding: expected an array, got {type(x).__name__}")
     shape = tuple(x.shape)
     if not isinstance(x, ShardedArray):
-        text = f"{shape} on {x.device} (not sharded)"
-        print(text, file=file)
-        return text
+        print(f"{shape} on {x.device} (not sharded)", file=file)
+        return None
     s = x.sharding
     blocks = {}
     for dev in s.mesh.flat_devices:
@@ -53,6 +54,4 @@ def visualize_sharding(x, *, file=None) -> str:
     else:
         for b, devs in sorted(blocks.items()):
             lines.append(f"  [{_bounds_str(b)}] on devices {devs}")
-    text = "\n".join(lines)
-    print(text, file=file)
-    return text
+    print("\n".join(lines), file=file)
