@@ -100,8 +100,12 @@ def _block_stats(z, v0, t, q, cfg):
     outside the block), the sum of the logits (label smoothing), ``sum q z`` and ``sum q``."""
     k = snp.argmax(z, axis=-1, keepdims=True)
     m = snp.take_along_axis(z, k, axis=-1)
+    # at_k is `arange == k` (z == m holds at k). Written this way, and in this order, the
+    # fusion pass computes the mask, the exponentials and their sum in one kernel reading z
+    # once: no (rows, block) array of exponentials is stored
+    is_k = snp.arange(z.shape[-1]) == k
+    at_k = (z == m) & is_k
     e = snp.exp(z - m)
-    at_k = snp.arange(z.shape[-1]) == k
     s = {"m": m[..., 0], "r": snp.sum(snp.where(at_k, 0.0, e), axis=-1)}
     if cfg.soft:
         q = q.astype(cfg.acc)
