@@ -15,7 +15,7 @@ from .ops import *  # noqa: F401,F403
 from .ops import __all__ as _ops_all
 from .partition import Partitioned, partition  # noqa: F401
 from .redistribute import redistribute  # noqa: F401
-from .runtime import CollectiveError, CollectiveTimeout  # noqa: F401
+from .runtime import CollectiveError, CollectiveMismatch, CollectiveTimeout  # noqa: F401
 from .shard_map import shard_map, shard_map_p  # noqa: F401
 from .sharded_array import ArrayShard, ShardedArray, distribute  # noqa: F401
 from .sharding import NamedSharding, P, PartitionSpec, SingleDeviceSharding  # noqa: F401
@@ -31,4 +31,4 @@ __all__ = ["Mesh", "AbstractMesh", "make_mesh", "current_mesh", "Shard", "Replic
            "NamedSharding", "PartitionSpec", "P", "SingleDeviceSharding", "ShardedArray",
            "ArrayShard", "distribute", "redistribute", "with_sharding_constraint",
            "visualize_sharding", "shard_map", "partition", "CollectiveError",
-           "CollectiveTimeout"] + list(_ops_all)
+           "CollectiveMismatch", "CollectiveTimeout"] + list(_ops_all)

@@ -3,4 +3,5 @@ the collectives) is shared. ``context.py``: the SPMD context a device's work run
 ``inprocess.py``: devices of this process (one worker thread each, collectives through shared
 memory); the MPI runtime for many processes is ``mpi.py`` (``starling.distributed``).
 """
-from .context import CollectiveError, CollectiveTimeout, SpmdContext, current_spmd  # noqa: F401
+from .context import (CollectiveError, CollectiveMismatch, CollectiveTimeout,  # noqa: F401
+                      SpmdContext, current_spmd)

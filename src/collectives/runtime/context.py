@@ -15,6 +15,12 @@ class CollectiveError(RuntimeError):
     """A collective could not complete (a peer failed, the run was aborted)."""
 
 
+class CollectiveMismatch(CollectiveError):
+    """The devices of a group called different collectives at the same point of their programs
+    (another kind, reduce op, dtype or shape), or one finished without calling it (e.g. a
+    device-dependent trip count around a collective)."""
+
+
 class CollectiveTimeout(CollectiveError):
     """A collective waited longer than its timeout; ``missing`` lists the devices (or ranks) that
     did not arrive."""

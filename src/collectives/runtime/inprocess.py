@@ -15,7 +15,7 @@ A failure in one device's computation aborts the run: the peers waiting in a col
 CollectiveError, and ``run_spmd`` raises the original exception. Devices that run different
 sequences of collectives (a device-dependent trip count around a ``psum``, a different
 collective at the same point) cannot deadlock either: a rendezvous that a finished device never
-joined, or that two different operations meet at, fails with a CollectiveError naming both.
+joined, or that two different operations meet at, fails with a CollectiveMismatch naming both.
 """
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ from ...core import dtypes
 from ...core.placements import chunk_bounds
 from ...lowering.backends.cpp_runtime import empty as pooled_empty
 from . import flight_recorder
-from .context import (CollectiveError, CollectiveTimeout, SpmdContext, collective_timeout,
-                      reset_spmd, set_spmd)
+from .context import (CollectiveError, CollectiveMismatch, CollectiveTimeout, SpmdContext,
+                      collective_timeout, reset_spmd, set_spmd)
 
 _PARALLEL_MIN = 1 << 16   # elements: below, every member reduces the whole buffer itself
 _BLOCK_BYTES = 512 << 10  # a block reduced and copied while it is in the core's cache
@@ -136,14 +136,10 @@ class _Rendezvous:
         self.barrier.abort()
 
 
-class _Disagreement(CollectiveError):
-    """The members of a rendezvous called different collectives, or one finished without it."""
-
-
 def rv_error(e) -> bool:
     """True when ``e`` is a rendezvous disagreement (members called different collectives, or one
     finished without the others) rather than an abort caused by another device's error."""
-    return isinstance(e, _Disagreement)
+    return isinstance(e, CollectiveMismatch)
 
 
 _RUNS = itertools.count()
@@ -255,7 +251,7 @@ class InProcessComm:
             rv.barrier.wait(timeout)
         except threading.BrokenBarrierError:
             if rv.error is not None:
-                raise _Disagreement(f"{rv.error}; flight recorder dumps: "
+                raise CollectiveMismatch(f"{rv.error}; flight recorder dumps: "
                                     f"{flight_recorder.dump_dir()}") from None
             if self._failed is not None:
                 raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})") from None
