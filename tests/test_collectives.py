@@ -641,3 +641,11 @@ def test_shard_map_as_a_decorator_keywords_refused_visualize_returns_none(capsys
         starling.shard_map(3, M1, in_specs=P(), out_specs=P())
     assert visualize_sharding(distribute(np.ones((4, 4)), M2, [Shard(0), Replicate()])) is None
     assert "dev 0,1" in capsys.readouterr().out
+
+
+def test_shard_map_inside_a_shard_map_over_the_same_axes_is_a_clear_error():
+    inner = starling.shard_map(lambda b: b * 2, M2, in_specs=P("x", "y"), out_specs=P("x", "y"))
+    outer = starling.shard_map(lambda b: inner(b), M2, in_specs=P("x", "y"),
+                               out_specs=P("x", "y"))
+    with pytest.raises(ValueError, match=r"already maps the mesh axes \['x', 'y'\]"):
+        outer(np.ones((4, 4)))

@@ -28,7 +28,7 @@ from ..arrays.ops import rules as R
 from ..core import dtypes
 from ..core.ad_util import Zero, is_undefined, tangent_aval
 from ..core.avals import ShapedArray
-from ..core.axis_env import bound_axes
+from ..core.axis_env import axis_names_in_scope, bound_axes
 from ..core.ir import eval_program
 from ..core.primitive import Primitive
 from ..core.trace import EVAL_TRACE, set_current_trace
@@ -337,6 +337,11 @@ def shard_map(f=None, mesh: Mesh | None = None, in_specs=None, out_specs=None, c
             raise TypeError(f"{op}: mesh must be a starling Mesh, got {m!r}")
         if in_specs is None or out_specs is None:
             raise TypeError(f"{op}: in_specs and out_specs are required")
+        nested = [a for a in m.axis_names if a in axis_names_in_scope()]
+        if nested:
+            raise ValueError(f"{op}: called inside a shard_map (or vmap) that already maps the "
+                             f"mesh axes {nested}; a shard_map cannot map an axis again: call "
+                             "the inner function on the block directly")
         paths, leaves, treedef = tree_util.paths_leaves_treedef(args)
         flat_specs = _prefix(in_specs, args, op, "in_specs")
         ops = [operand(x, op) for x in leaves]
