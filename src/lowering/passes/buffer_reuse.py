@@ -17,8 +17,9 @@ donated invar) may receive output j of kernel equation e when, for the *alias cl
 * no member of the class is read after e, nor is a program output, a non-donated invar or a
   constant. The class groups values that may share memory: any result of a primitive that is
   not known to allocate (views such as reshape / transpose / broadcast / real / imag / slices,
-  control flow that may return an operand unchanged, anything unknown) may alias every one of
-  its inputs, and its class is their union;
+  a switch that may return an operand unchanged, anything unknown) may alias every one of its
+  inputs, and its class is their union; a scan's or while loop's results, only the inputs
+  ``loop_output_sources`` finds;
 * either no member is read by e itself (the buffer died earlier: its deletion is deferred to e),
   or e reads only B itself, at input positions that are *in place* for output j: inside the
   kernel that input is read by no view (reshape, transpose, broadcast, real / imag), it has
@@ -48,10 +49,16 @@ idle, or keeping a dead NumPy buffer alive for a later kernel, could raise the p
 
 Inside control-flow bodies (while / switch / scan) the same plan runs on each body. Their
 invars (scanned slices, operands) are never reused, except the carries of scan and while
-bodies: they are planned as donated, and the loop passes the previous iteration's carry
-buffers as the donation from the second iteration on (at the first they are the caller's), each
-only after a run-time check that the loop holds the only reference (``buffers.donatable_item``),
-so an accumulator ``acc = acc + x`` is updated in place instead of holding two copies. Set ``STARLING_BUFFER_REUSE=0`` to turn the pass off.
+bodies: they are planned as donated, and the loop passes its carry buffers as the donation,
+each only after a run-time check that the loop holds the only reference
+(``buffers.donatable_item``): the previous iteration's results, and at the first iteration the
+initial carries the schedule handed over because nothing reads them after the loop
+(backends/cpp.py), so an accumulator ``acc = acc + x`` is updated in place instead of holding
+two copies. A loop's results alias only what its body can pass through
+(``loop_output_sources``): a scan's stacked outputs are new arrays, so later kernels may write
+over a dead loop result. A donated buffer that a collective or a host callback read is never
+written (a peer device may still read it after the collective returned on this one; the
+run-time checks cannot see that). Set ``STARLING_BUFFER_REUSE=0`` to turn the pass off.
 
 The plan is static; before overwriting an intermediate the schedule re-checks at run time that
 nothing else references it (src/lowering/buffers.py: a live view, a second name, a user's
