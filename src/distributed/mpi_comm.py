@@ -24,18 +24,23 @@ from __future__ import annotations
 
 import numpy as np
 
+import threading
+
+from ..arrays import device as _device
 from ..collectives.runtime.context import collective_timeout
-from ..collectives.runtime.inprocess import (accumulation_dtype, all_to_all_params,
-                                             finish_reduce, gather_params)
+from ..collectives.runtime.inprocess import (InProcessComm, accumulation_dtype,
+                                             all_to_all_params, finish_reduce, gather_params)
 from ..core.placements import chunk_bounds
-from . import arrival, runtime
+from . import arrival, hierarchical, runtime
 from .failures import guarded
 from .hooks import run_post, run_pre
 from .mpi_types import mpi_op, mpi_view
 from .requests import Chain, InThread, Requests
 
-_GROUPS: dict = {}    # process indices of a mesh group -> its ProcessGroup
+_GROUPS: dict = {}    # devices of a mesh group -> its ProcessGroup
 _CREATING: dict = {}  # group uid -> (creation in flight, its arrival track)
+_MAKING: dict = {}    # devices of a mesh group -> the lock its (one) creator holds
+_MAKING_LOCK = threading.Lock()
 
 
 def drop_group_cache() -> None:
@@ -44,6 +49,7 @@ def drop_group_cache() -> None:
     numbering, and creations still pending on the old parent communicator fail)."""
     _GROUPS.clear()
     _CREATING.clear()
+    _MAKING.clear()
 
 
 def _contig(x):
@@ -58,7 +64,8 @@ def _vec(arr, counts, displs):
 
 
 class MPIComm:
-    """The communicator of one SPMD run over a multi-process mesh (one device per process).
+    """The communicator of one SPMD run over a multi-process mesh (each process may own
+    several of its devices; see the module docstring).
 
     ``timeout``: seconds each collective waits, or None for the mesh's / the default setting
     (``starling.distributed.set_timeout``), read at every call.
@@ -73,45 +80,80 @@ class MPIComm:
                 f"the mesh {mesh} holds devices of failed processes {failed}; rebuild it over "
                 "the survivors with starling.distributed.surviving_mesh(mesh) or make_mesh over "
                 "starling.devices()")
-        local = mesh.local_devices
-        if len(local) != 1:
-            raise ValueError(
-                f"a mesh spanning processes must hold exactly one device of each process; this "
-                f"process owns {len(local)} of its devices {list(local)}. Use one device per "
-                "process (num_cpu_devices=1) or a mesh over one device per process")
+        # the rendezvous of this process's devices (groups inside the process, and the local
+        # step of hierarchical ones)
+        self.local_comm = InProcessComm(mesh, timeout)
 
-    def abort(self, reason):   # SPMD runs in this process have one device: nothing to unblock
-        pass
+    def abort(self, reason):
+        """Breaks the pending rendezvous of this process's devices (a device failed)."""
+        self.local_comm.abort(reason)
+
+    def device_done(self, device):
+        """Marks ``device``'s computation as returned (see InProcessComm.device_done)."""
+        self.local_comm.device_done(device)
 
     def _timeout(self):
         return self.timeout if self.timeout is not None else collective_timeout(self.mesh)
 
     # ---- groups ----------------------------------------------------------------------------------
+    def process_group(self, lay, axes):
+        """The ProcessGroup of the mesh group laid out as ``lay`` (a GroupLayout): an MPI
+        communicator over its processes in layout order, made on first use by one thread of
+        each of them and cached."""
+        group = _GROUPS.get(lay.devs)
+        if group is not None:
+            return group
+        with _MAKING_LOCK:
+            lock = _MAKING.setdefault(lay.devs, threading.Lock())
+        with lock:   # this process's other devices of the group wait for the one making it
+            group = _GROUPS.get(lay.devs)
+            if group is None:
+                from .group import ProcessGroup
+                key = lay.procs
+                # named by job ranks, which reconfigurations keep: the members of a group made
+                # again agree on how many times it was made (its arrival track's incarnation);
+                # with several devices per process, several groups share the processes: their
+                # devices tell them apart
+                uid = f"spmd{[runtime.job_rank(k) for k in key]}"
+                if len(_device.devices()) != runtime.get_world_size():
+                    uid += "@" + ",".join(str(d.id) for d in lay.devs)
+                comm = create_group_comm(key, uid, self._timeout())
+                group = ProcessGroup(comm, key, name=f"mesh{tuple(axes)}", uid=uid)
+                _GROUPS[lay.devs] = group
+        return group
+
     def group_comm(self, ctx, axes):
         """(ProcessGroup of this device's group over ``axes``, its MPI communicator, my rank
-        in it)."""
-        devs, rank = ctx.group(axes)
-        key = tuple(d.process_index for d in devs)
-        group = _GROUPS.get(key)
-        if group is None:
-            from .group import ProcessGroup
-            # named by job ranks, which reconfigurations keep: the members of a group made
-            # again agree on how many times it was made (its arrival track's incarnation)
-            uid = f"spmd{[runtime.job_rank(k) for k in key]}"
-            comm = create_group_comm(key, uid, self._timeout())
-            group = _GROUPS[key] = ProcessGroup(comm, key, name=f"mesh{tuple(axes)}", uid=uid)
-        return group, group.comm, rank
+        in the group) for a group holding one device of each of its processes."""
+        group = self.process_group(hierarchical.layout(ctx, axes), axes)
+        return group, group.comm, ctx.group(axes)[1]
 
-    def _run(self, op, group, start, x, params, blocking=None):
+    def guard(self, op, group, start, x, params, blocking=None):
         """Runs the collective on ``group`` (``start()``: its nonblocking form, a request;
-        ``blocking()``: the blocking one, used without a timeout) after the pre hooks; the
-        caller passes its result through ``run_post``."""
-        run_pre(op, group, x)
+        ``blocking()``: the blocking one, used without a timeout) through ``guarded``."""
         guarded(op, group.comm, self._timeout(), start, shapes=np.shape(x),
                 dtype=np.asarray(x).dtype, params=params, blocking=blocking)
 
+    def _run(self, op, group, start, x, params, blocking=None):
+        """``guard`` after the pre hooks; the caller passes its result through ``run_post``."""
+        run_pre(op, group, x)
+        self.guard(op, group, start, x, params, blocking)
+
+    def _route(self, name, ctx, axes, *args):
+        """The result of collective ``name`` when the group is not one device of each of its
+        processes: inside this process (the in-process runtime) or hierarchical; else None."""
+        lay = hierarchical.layout(ctx, axes)
+        if lay.kind == "local":
+            return getattr(self.local_comm, name)(ctx, *args[:1], axes, *args[1:])
+        if lay.kind == "hier":
+            return getattr(hierarchical, name)(self, ctx, lay, args[0], axes, *args[1:])
+        return None
+
     # ---- collectives -----------------------------------------------------------------------------
     def all_reduce(self, ctx, x, axes, op):
+        routed = self._route("all_reduce", ctx, axes, x, op)
+        if routed is not None:
+            return routed
         group, comm, _ = self.group_comm(ctx, axes)
         x = _contig(x)
         acc = accumulation_dtype(x.dtype, op)
@@ -125,6 +167,9 @@ class MPIComm:
         return run_post("all_reduce", group, finish_reduce(out, op, comm.Get_size(), x.dtype))
 
     def all_gather(self, ctx, x, axes, axis, tiled):
+        routed = self._route("all_gather", ctx, axes, x, axis, tiled)
+        if routed is not None:
+            return routed
         group, comm, _ = self.group_comm(ctx, axes)
         x = np.asarray(x)
         front = _contig(np.moveaxis(x, axis, 0) if tiled else x[None])
@@ -157,6 +202,9 @@ class MPIComm:
         return run_post("all_gather", group, np.moveaxis(got["out"], 0, axis))
 
     def reduce_scatter(self, ctx, x, axes, op, dim, tiled):
+        routed = self._route("reduce_scatter", ctx, axes, x, op, dim, tiled)
+        if routed is not None:
+            return routed
         group, comm, rank = self.group_comm(ctx, axes)
         n = comm.Get_size()
         x = np.asarray(x)
@@ -179,6 +227,9 @@ class MPIComm:
         return run_post("reduce_scatter", group, np.moveaxis(out, 0, dim) if tiled else out[0])
 
     def all_to_all(self, ctx, x, axes, split_axis, concat_axis, tiled):
+        routed = self._route("all_to_all", ctx, axes, x, split_axis, concat_axis, tiled)
+        if routed is not None:
+            return routed
         group, comm, rank = self.group_comm(ctx, axes)
         n = comm.Get_size()
         x = np.asarray(x)
@@ -218,6 +269,9 @@ class MPIComm:
         return run_post("all_to_all", group, res)
 
     def ppermute(self, ctx, x, axes, perm):
+        routed = self._route("ppermute", ctx, axes, x, perm)
+        if routed is not None:
+            return routed
         group, comm, rank = self.group_comm(ctx, axes)
         x = _contig(x)
         out = np.zeros_like(x)
@@ -236,6 +290,9 @@ class MPIComm:
         return run_post("ppermute", group, out)
 
     def broadcast(self, ctx, x, axes, root):
+        routed = self._route("broadcast", ctx, axes, x, root)
+        if routed is not None:
+            return routed
         group, comm, rank = self.group_comm(ctx, axes)
         buf = _contig(x).copy()
         self._run("broadcast", group, lambda: comm.Ibcast(mpi_view(buf), root=root), buf,
