@@ -239,29 +239,46 @@ class MPIComm:
             bounds = [chunk_bounds(front.shape[0], n, r) for r in range(n)]
         else:
             bounds = [(r, r + 1) for r in range(n)]
-        send_lead = np.array([b - a for a, b in bounds], np.int64)
-        recv_lead = np.empty(n, np.int64)
+        # tiled blocks may be uneven along the split axis and the concat axis: each member
+        # tells each other the length of the block it sends and its concat-axis size
+        tail = list(front.shape[1:])
+        cdim = None
+        if tiled and concat_axis != split_axis:
+            cdim = concat_axis if concat_axis < split_axis else concat_axis - 1
+        send_meta = np.array([[b - a, tail[cdim] if cdim is not None else 0]
+                              for a, b in bounds], np.int64)
+        recv_meta = np.empty((n, 2), np.int64)
         got = {}
 
+        def shape_from(k):
+            t = list(tail)
+            if cdim is not None:
+                t[cdim] = int(recv_meta[k, 1])
+            return (int(recv_meta[k, 0]),) + tuple(t)
+
         def exchange(call):
-            recv_counts = [int(c) * row for c in recv_lead]
-            recv_displs = list(np.cumsum([0] + recv_counts[:-1]))
-            out = got["out"] = np.empty((int(recv_lead.sum()),) + front.shape[1:], x.dtype)
-            return call(_vec(front, [int(c) * row for c in send_lead],
+            recv_counts = [int(np.prod(shape_from(k), dtype=np.int64)) for k in range(n)]
+            out = got["out"] = np.empty(sum(recv_counts), x.dtype)
+            return call(_vec(front, [int(c) * row for c in send_meta[:, 0]],
                              [a * row for a, _ in bounds]),
-                        _vec(out, recv_counts, recv_displs))
+                        _vec(out, recv_counts, list(np.cumsum([0] + recv_counts[:-1]))))
 
         def blocking():
-            comm.Alltoall(mpi_view(send_lead), mpi_view(recv_lead))
+            comm.Alltoall(mpi_view(send_meta), mpi_view(recv_meta))
             exchange(comm.Alltoallv)
 
-        # the block lengths are exchanged first, in the same timed call
+        # the block shapes are exchanged first, in the same timed call
         self._run("all_to_all", group,
-                  lambda: Chain(lambda: comm.Ialltoall(mpi_view(send_lead), mpi_view(recv_lead)),
+                  lambda: Chain(lambda: comm.Ialltoall(mpi_view(send_meta), mpi_view(recv_meta)),
                                 lambda: exchange(comm.Ialltoallv)),
                   x, dict(all_to_all_params(split_axis, concat_axis, tiled), axes=list(axes)),
                   blocking)
-        pieces = np.split(got["out"], np.cumsum(recv_lead)[:-1], axis=0)
+        pieces, start = [], 0
+        for k in range(n):
+            shape = shape_from(k)
+            size = int(np.prod(shape, dtype=np.int64))
+            pieces.append(got["out"][start:start + size].reshape(shape))
+            start += size
         if not tiled:   # each piece is one slice of the split axis: stack at concat_axis
             res = np.stack([np.take(p, 0, axis=0) for p in pieces], concat_axis)
         else:
