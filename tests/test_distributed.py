@@ -238,6 +238,19 @@ def test_hybrid_mesh_collectives_grads_and_compiled_programs(tmp_path):
                         check(mesh, axes if isinstance(axes, tuple) else (axes,), body(axes), ref)
                     except Exception as e:
                         raise AssertionError(f"{name} over {axes} of {mesh}: {e}") from e
+        # a process's data covers its devices' pieces (one block); device_put splits a global one
+        full = np.arange(32.0).reshape(8, 4)
+        xl = dist.make_array_from_process_local_data(NamedSharding(m22, P("a", "b")),
+                                                     full[4 * r:4 * r + 4])
+        close(dist.process_allgather(xl), full)
+        xl = dist.make_array_from_process_local_data(NamedSharding(m22, P("b", "a")),
+                                                     full[:, 2 * r:2 * r + 2])
+        close(dist.process_allgather(xl), full)
+        try:   # rows 0:2 and 4:6 of process 0
+            dist.make_array_from_process_local_data(NamedSharding(m4, P("x")), full[:4])
+            raise AssertionError("no error")
+        except ValueError as e:
+            assert "do not form one block" in str(e), e
         # integer sums are exact; bfloat16 ones accumulate in float32
         xi = st.device_put(np.arange(32, dtype=np.int32).reshape(8, 4),
                            NamedSharding(m22, P(("a", "b"))))

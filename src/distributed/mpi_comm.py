@@ -2,29 +2,41 @@
 
 The same interface as the in-process communicator (src/collectives/runtime/inprocess.py): the
 partitioner, shard_map and the collective primitives do not know which runtime moves the bytes.
-Each process owns one device of such a mesh; the group of a collective (the devices sharing all
-mesh coordinates but the collective's axes) is a ProcessGroup whose MPI communicator is made
-once per group with ``Create_group`` (only the group's members take part) and cached; a world
+A process may own one or several devices of such a mesh (``STARLING_NUM_CPU_DEVICES`` per
+process: a "hybrid" mesh); ``run_spmd`` runs each local device in its worker thread. The group
+of a collective (the devices sharing all mesh coordinates but the collective's axes, in mesh
+order) is served by one of three paths (src/distributed/hierarchical.py, ``GroupLayout``):
+
+* inside one process: the in-process runtime (its rendezvous, bit-identical results);
+* one device of each of its processes: the MPI calls below, made by that device's thread;
+* several devices of some process and devices of others: hierarchical (the process's devices
+  meet in process, one leader thread per process makes the MPI calls; see hierarchical.py).
+
+A group spanning processes has a ProcessGroup whose MPI communicator is made once per group of
+devices with ``Create_group`` (only the group's processes take part; with several devices per
+process, several groups share the same processes and each gets its own communicator, so that
+only one thread of a process ever calls into a given communicator) and cached; a world
 reconfiguration after a failure (src/distributed/elastic.py) drops the cache (a group made
 again is a new incarnation on the arrival board), and a mesh that still holds a failed
 process's device is refused.
 
-Mapping: all_reduce -> Allreduce; all_gather -> Allgatherv (uneven pieces: their lengths are
-exchanged first) along the gathered axis; reduce_scatter -> Reduce_scatter with torch.chunk
-counts; all_to_all -> Alltoall of the block lengths, then Alltoallv; ppermute -> Isend / Irecv
-pairs; broadcast -> Bcast. With a timeout each is nonblocking (the size exchange and the data
-one timed operation), without it blocking. NumPy buffers are passed to MPI directly (no
-pickling); a non-leading axis is moved to the front first. Low-precision floats (float16,
-bfloat16, float8, float4) are reduced in float32 and rounded once, as the in-process runtime
-does. Every call goes through ``guarded`` (src/distributed/failures.py): a dead peer or a timeout
-becomes RankFailure / CollectiveTimeout (naming the ranks that never arrived), and the flight
+Mapping (one device per process): all_reduce -> Allreduce; all_gather -> Allgatherv (uneven
+pieces: their lengths are exchanged first) along the gathered axis; reduce_scatter ->
+Reduce_scatter with torch.chunk counts; all_to_all -> Alltoall of the block shapes (length,
+concat-axis size), then Alltoallv; ppermute -> Isend / Irecv pairs; broadcast -> Bcast. With a
+timeout each is nonblocking (the size exchange and the data one timed operation), without it
+blocking. NumPy buffers are passed to MPI directly (no pickling); a non-leading axis is moved to
+the front first. Low-precision floats (float16, bfloat16, float8, float4) are reduced in float32
+and rounded once, as the in-process runtime does. Every call goes through ``guarded``
+(src/distributed/failures.py): a dead peer or a timeout becomes RankFailure / CollectiveTimeout
+(naming the ranks that never arrived), and the flight
 recorder logs it; the collective hooks (src/distributed/hooks.py) run around it.
 """
 from __future__ import annotations
 
-import numpy as np
-
 import threading
+
+import numpy as np
 
 from ..arrays import device as _device
 from ..collectives.runtime.context import collective_timeout
