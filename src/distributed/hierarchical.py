@@ -44,6 +44,7 @@ import numpy as np
 from ..collectives.runtime.inprocess import (accumulation_dtype, all_to_all_params,
                                              finish_reduce, gather_params, reduce_ufunc)
 from ..core.placements import chunk_bounds
+from . import runtime
 from .hooks import run_post, run_pre
 from .mpi_types import mpi_op, mpi_view
 from .requests import Chain, Requests
@@ -89,11 +90,17 @@ class GroupLayout:
 _LAYOUTS: dict = {}
 
 
+def drop_layouts() -> None:
+    """Forgets the cached layouts (the world was reconfigured)."""
+    _LAYOUTS.clear()
+
+
 def layout(ctx, axes) -> GroupLayout:
-    """The GroupLayout of ``ctx``'s device's group over ``axes`` (cached)."""
+    """The GroupLayout of ``ctx``'s device's group over ``axes`` (cached per world epoch)."""
     devs, _ = ctx.group(axes)
     me = ctx.device.process_index
-    key = (devs, me)
+    # a reconfiguration renumbers the processes (the devices' process_index) in place
+    key = (devs, me, runtime.world_epoch())
     lay = _LAYOUTS.get(key)
     if lay is None:
         if len(_LAYOUTS) > 4096:

@@ -62,6 +62,7 @@ def drop_group_cache() -> None:
     _GROUPS.clear()
     _CREATING.clear()
     _MAKING.clear()
+    hierarchical.drop_layouts()
 
 
 def _contig(x):
