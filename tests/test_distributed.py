@@ -238,6 +238,41 @@ def test_hybrid_mesh_collectives_grads_and_compiled_programs(tmp_path):
                         check(mesh, axes if isinstance(axes, tuple) else (axes,), body(axes), ref)
                     except Exception as e:
                         raise AssertionError(f"{name} over {axes} of {mesh}: {e}") from e
+        # the runtime's own calls: broadcast, uneven tiled pieces; private result buffers
+        from starling.collectives.runtime.inprocess import run_spmd
+        from starling.core.placements import chunk_bounds
+        def piece(p, rows, cols):
+            return (100 * p + np.arange(rows * cols, dtype=np.float32)).reshape(rows, cols)
+        def rows(a, k, n):
+            lo, hi = chunk_bounds(a.shape[0], n, k)
+            return a[lo:hi]
+        DIRECT = {
+            "broadcast": (lambda c, ax, p: c.comm.broadcast(c, piece(p, 2, 3), ax, 1),
+                          lambda g, k, n: piece(g[1], 2, 3)),
+            "gather": (lambda c, ax, p: c.comm.all_gather(c, piece(p, 1 + p, 3), ax, 0, True),
+                       lambda g, k, n: np.concatenate([piece(q, 1 + q, 3) for q in g], 0)),
+            "a2a_concat": (lambda c, ax, p: c.comm.all_to_all(c, piece(p, 4, 2 + p % 2), ax,
+                                                              0, 1, True),
+                           lambda g, k, n: np.concatenate(
+                               [rows(piece(q, 4, 2 + q % 2), k, n) for q in g], 1)),
+            "a2a_split": (lambda c, ax, p: c.comm.all_to_all(c, piece(p, 3 + p, 2), ax, 0, 0,
+                                                             True),
+                          lambda g, k, n: np.concatenate(
+                              [rows(piece(q, 3 + q, 2), k, n) for q in g], 0)),
+            "scatter": (lambda c, ax, p: c.comm.reduce_scatter(c, piece(p, 7, 2), ax, "sum", 0,
+                                                               True),
+                        lambda g, k, n: rows(sum(piece(q, 7, 2) for q in g), k, n)),
+        }
+        for mesh, groups in ((m22, [("a",), ("b",), ("a", "b"), ("b", "a")]), (m4, [("x",)])):
+            for ax in groups:
+                for name, (fn, ref) in DIRECT.items():
+                    outs = run_spmd(mesh, lambda c: fn(c, ax, mesh.device_position(c.device)))
+                    for dev, got in zip(mesh.local_devices, outs):
+                        grp = mesh.group(ax, dev)
+                        want = ref([mesh.device_position(q) for q in grp], grp.index(dev),
+                                   len(grp))
+                        assert np.array_equal(got, want), (name, ax, dev, got, want)
+                    assert not np.shares_memory(outs[0], outs[1]), (name, ax)
         # a process's data covers its devices' pieces (one block); device_put splits a global one
         full = np.arange(32.0).reshape(8, 4)
         xl = dist.make_array_from_process_local_data(NamedSharding(m22, P("a", "b")),
