@@ -26,10 +26,10 @@ def close(a, b, tol=1e-5):
 """
 
 
-def run_job(tmp_path, n, body, timeout=120, extra=()):
+def run_job(tmp_path, n, body, timeout=120, extra=(), devices=1):
     script = tmp_path / "job.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
-    env = dict(os.environ, STARLING_NUM_CPU_DEVICES="1", OPENBLAS_NUM_THREADS="1",
+    env = dict(os.environ, STARLING_NUM_CPU_DEVICES=str(devices), OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-m", "starling.launch", "-n", str(n), *extra,
                            str(script)], capture_output=True, text=True, timeout=timeout,
@@ -169,6 +169,220 @@ def test_sharded_digits_on_four_processes_matches_one_device():
     assert "in 4 processes" in out
     diff = float(out.rsplit("difference", 1)[1].split()[0])
     assert diff < 1e-5, out
+
+
+HYBRID_MESHES = """
+from starling.sharding import Mesh
+D = st.devices()
+assert len(D) == 4 and len(st.local_devices()) == 2 and D[2].process_index == 1
+m22 = make_mesh((2, 2), ("a", "b"))                      # a across the processes, b inside each
+m4 = Mesh(np.array([D[0], D[2], D[1], D[3]]), ("x",))   # one axis interleaving the processes
+"""
+
+
+def test_hybrid_mesh_collectives_grads_and_compiled_programs(tmp_path):
+    # 2 processes x 2 devices: groups inside a process (b), across (a: one device each) and
+    # mixed (a+b, b+a in an order interleaving the processes, x), each against NumPy
+    proc = run_job(tmp_path, 2, HYBRID_MESHES + textwrap.dedent("""
+        R, C = 4, 8
+        X = (np.arange(4 * R * C, dtype=np.float32).reshape(4 * R, C) * 0.37) % 5 - 2
+        def check(mesh, axes, body, ref):
+            spec = P(tuple(mesh.axis_names))   # device k holds rows [k*R, (k+1)*R)
+            x = st.device_put(X, NamedSharding(mesh, spec))
+            got = dist.process_allgather(st.shard_map(body, mesh, in_specs=spec, out_specs=spec)(x))
+            block = lambda d: X[mesh.device_position(d) * R:(mesh.device_position(d) + 1) * R]
+            want = []
+            for d in mesh.flat_devices:
+                grp = mesh.group(axes, d)
+                want.append(ref([block(g) for g in grp], grp.index(d), len(grp)))
+            close(got, np.concatenate(want, 0))
+        def chunk(a, k, n, dim):
+            s = a.shape[dim] // n
+            return np.take(a, np.arange(k * s, (k + 1) * s), axis=dim)
+        size = lax.axis_size
+        CASES = {
+            "psum": (lambda ax: lambda b: lax.psum(b, ax), lambda g, k, n: sum(g)),
+            "pmax": (lambda ax: lambda b: lax.pmax(b, ax), lambda g, k, n: np.max(g, 0)),
+            "pmin": (lambda ax: lambda b: lax.pmin(b, ax), lambda g, k, n: np.min(g, 0)),
+            "pmean": (lambda ax: lambda b: lax.pmean(b, ax), lambda g, k, n: np.mean(g, 0)),
+            "gather0": (lambda ax: lambda b: lax.all_gather(b, ax, axis=0, tiled=True),
+                        lambda g, k, n: np.concatenate(g, 0)),
+            "gather1": (lambda ax: lambda b: lax.all_gather(b, ax, axis=1, tiled=True),
+                        lambda g, k, n: np.concatenate(g, 1)),
+            "stack1": (lambda ax: lambda b: lax.all_gather(b, ax, axis=1),
+                       lambda g, k, n: np.stack(g, 1)),
+            "scatter1": (lambda ax: lambda b: lax.psum_scatter(b, ax, scatter_dimension=1,
+                                                               tiled=True),
+                         lambda g, k, n: chunk(sum(g), k, n, 1)),
+            "scatter_untiled": (lambda ax: lambda b: lax.psum_scatter(
+                                    snp.stack([b * (i + 1) for i in range(size(ax))], 0), ax),
+                                lambda g, k, n: sum(g) * (k + 1)),
+            "a2a01": (lambda ax: lambda b: lax.all_to_all(b, ax, 0, 1, tiled=True),
+                      lambda g, k, n: np.concatenate([chunk(s, k, n, 0) for s in g], 1)),
+            "a2a10": (lambda ax: lambda b: lax.all_to_all(b, ax, 1, 0, tiled=True),
+                      lambda g, k, n: np.concatenate([chunk(s, k, n, 1) for s in g], 0)),
+            "a2a_untiled": (lambda ax: lambda b: lax.all_to_all(b.reshape(size(ax), -1), ax, 0, 0),
+                            lambda g, k, n: np.stack([s.reshape(n, -1)[k] for s in g], 0)),
+            "shift": (lambda ax: lambda b: lax.ppermute(
+                          b, ax, [(i, (i + 1) % size(ax)) for i in range(size(ax))]),
+                      lambda g, k, n: g[(k - 1) % n]),
+            "first_to_last": (lambda ax: lambda b: lax.ppermute(b, ax, [(0, size(ax) - 1)]),
+                              lambda g, k, n: g[0] if k == n - 1 else 0 * g[0]),
+            "axis_index": (lambda ax: lambda b: b * 0 + lax.axis_index(ax).astype(snp.float32),
+                           lambda g, k, n: 0 * g[0] + k),
+        }
+        for mesh, groups in ((m22, ["a", "b", ("a", "b"), ("b", "a")]), (m4, ["x"])):
+            for axes in groups:
+                for name, (body, ref) in CASES.items():
+                    try:
+                        check(mesh, axes if isinstance(axes, tuple) else (axes,), body(axes), ref)
+                    except Exception as e:
+                        raise AssertionError(f"{name} over {axes} of {mesh}: {e}") from e
+        # the runtime's own calls: broadcast, uneven tiled pieces; private result buffers
+        from starling.collectives.runtime.inprocess import run_spmd
+        from starling.core.placements import chunk_bounds
+        def piece(p, rows, cols):
+            return (100 * p + np.arange(rows * cols, dtype=np.float32)).reshape(rows, cols)
+        def rows(a, k, n):
+            lo, hi = chunk_bounds(a.shape[0], n, k)
+            return a[lo:hi]
+        DIRECT = {
+            "broadcast": (lambda c, ax, p: c.comm.broadcast(c, piece(p, 2, 3), ax, 1),
+                          lambda g, k, n: piece(g[1], 2, 3)),
+            "gather": (lambda c, ax, p: c.comm.all_gather(c, piece(p, 1 + p, 3), ax, 0, True),
+                       lambda g, k, n: np.concatenate([piece(q, 1 + q, 3) for q in g], 0)),
+            "a2a_concat": (lambda c, ax, p: c.comm.all_to_all(c, piece(p, 4, 2 + p % 2), ax,
+                                                              0, 1, True),
+                           lambda g, k, n: np.concatenate(
+                               [rows(piece(q, 4, 2 + q % 2), k, n) for q in g], 1)),
+            "a2a_split": (lambda c, ax, p: c.comm.all_to_all(c, piece(p, 3 + p, 2), ax, 0, 0,
+                                                             True),
+                          lambda g, k, n: np.concatenate(
+                              [rows(piece(q, 3 + q, 2), k, n) for q in g], 0)),
+            "scatter": (lambda c, ax, p: c.comm.reduce_scatter(c, piece(p, 7, 2), ax, "sum", 0,
+                                                               True),
+                        lambda g, k, n: rows(sum(piece(q, 7, 2) for q in g), k, n)),
+        }
+        for mesh, groups in ((m22, [("a",), ("b",), ("a", "b"), ("b", "a")]), (m4, [("x",)])):
+            for ax in groups:
+                for name, (fn, ref) in DIRECT.items():
+                    outs = run_spmd(mesh, lambda c: fn(c, ax, mesh.device_position(c.device)))
+                    for dev, got in zip(mesh.local_devices, outs):
+                        grp = mesh.group(ax, dev)
+                        want = ref([mesh.device_position(q) for q in grp], grp.index(dev),
+                                   len(grp))
+                        assert np.array_equal(got, want), (name, ax, dev, got, want)
+                    assert not np.shares_memory(outs[0], outs[1]), (name, ax)
+        # a process's data covers its devices' pieces (one block); device_put splits a global one
+        full = np.arange(32.0).reshape(8, 4)
+        xl = dist.make_array_from_process_local_data(NamedSharding(m22, P("a", "b")),
+                                                     full[4 * r:4 * r + 4])
+        close(dist.process_allgather(xl), full)
+        xl = dist.make_array_from_process_local_data(NamedSharding(m22, P("b", "a")),
+                                                     full[:, 2 * r:2 * r + 2])
+        close(dist.process_allgather(xl), full)
+        try:   # rows 0:2 and 4:6 of process 0
+            dist.make_array_from_process_local_data(NamedSharding(m4, P("x")), full[:4])
+            raise AssertionError("no error")
+        except ValueError as e:
+            assert "do not form one block" in str(e), e
+        # integer sums are exact; bfloat16 ones accumulate in float32
+        xi = st.device_put(np.arange(32, dtype=np.int32).reshape(8, 4),
+                           NamedSharding(m22, P(("a", "b"))))
+        si = st.shard_map(lambda b: lax.psum(b, ("b", "a")), m22, in_specs=P(("a", "b")),
+                          out_specs=P(("a", "b")))(xi)
+        assert np.array_equal(np.asarray(dist.process_allgather(si)),
+                              np.tile(np.arange(32).reshape(4, 2, 4).sum(0), (4, 1)))
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((8, 12)).astype(np.float32)
+        Xb = X.astype(snp.bfloat16)
+        sb = st.shard_map(lambda b: lax.psum(b, "x"), m4, in_specs=P("x"), out_specs=P("x"))(
+            st.device_put(Xb, NamedSharding(m4, P("x"))))
+        close(np.asarray(dist.process_allgather(sb)).astype(np.float32),
+              np.tile(Xb.astype(np.float32).reshape(4, 2, 12).sum(0), (4, 1)), tol=2e-2)
+        for mesh, spec in ((m22, P("a", "b")), (m22, P("b", "a")), (m4, P(None, "x"))):
+            axes = tuple(mesh.axis_names)
+            x = st.device_put(X, NamedSharding(mesh, spec))
+            # gradients through psum and all_gather over every device
+            loss = lambda x: st.shard_map(lambda b: lax.psum(snp.sum(b * b), axes), mesh,
+                                          in_specs=spec, out_specs=P())(x)
+            close(dist.process_allgather(st.grad(loss)(x)), 2 * X)
+            lg = lambda x: st.shard_map(
+                lambda b: snp.sum(lax.all_gather(b, axes, axis=0, tiled=True) ** 2), mesh,
+                in_specs=P(axes), out_specs=P())(x)
+            xr = st.device_put(X, NamedSharding(mesh, P(axes)))
+            close(dist.process_allgather(st.grad(lg)(xr)), 2 * X)
+            # compiled, partitioned programs: a matmul contracting over the sharded dim
+            W = rng.standard_normal((12, 6)).astype(np.float32)
+            w = st.device_put(W, NamedSharding(mesh, P(spec[1], None)))
+            mm = st.compile(lambda x, w: snp.tanh(x @ w))
+            close(dist.process_allgather(mm(x, w)), np.tanh(X @ W))
+            c = st.compile(lambda x: snp.tanh(x * 0.1).sum(axis=0))
+            close(dist.process_allgather(c(x)), np.tanh(X * 0.1).sum(0))
+            # eager ops on sharded arrays; uneven pieces; re-layouts (all_to_all, gathers)
+            close(dist.process_allgather(x.sum(axis=1)), X.sum(1))
+            close(dist.process_allgather(x.T @ x), X.T @ X, tol=1e-4)
+            U = rng.standard_normal((5, 7)).astype(np.float32)
+            u = st.device_put(U, NamedSharding(mesh, spec))
+            close(dist.process_allgather(snp.exp(u).sum(axis=0)), np.exp(U).sum(0))
+            for other in (P(None, axes), P(axes), P(axes[::-1]), P()):
+                v = st.device_put(u, NamedSharding(mesh, other))
+                close(dist.process_allgather(v * 2 + u), 3 * U)
+        # the sharded digits example: data over processes, model inside them
+        from starling.examples import sharded_mlp
+        sharded_mlp.main(["--epochs", "1", "--no-progress"])
+        print(f"rank {r} OK")
+    """), timeout=240, devices=2)
+    assert_ranks_ok(proc, 2)
+    assert "4 devices of 2 processes" in proc.stdout, proc.stdout[-2000:]
+    diff = float(proc.stdout.rsplit("difference", 1)[1].split()[0])
+    assert diff < 1e-5, proc.stdout[-2000:]
+
+
+def test_hybrid_mesh_timeouts_and_failures(tmp_path):
+    proc = run_job(tmp_path, 2, HYBRID_MESHES + textwrap.dedent("""
+        import os, signal, time
+        T = 1.0
+        X = np.arange(32.0, dtype=np.float32).reshape(8, 4)
+        x = st.device_put(X, NamedSharding(m22, P("a", "b")))
+        f_ab = st.shard_map(lambda b: lax.psum(b, ("a", "b")), m22, in_specs=P("a", "b"),
+                            out_specs=P())   # hierarchical
+        f_a = st.shard_map(lambda b: lax.psum(b, "a"), m22, in_specs=P("a", "b"),
+                           out_specs=P(None, "b"))   # one device of each process
+        close(dist.process_allgather(f_ab(x)), X.reshape(2, 4, 2, 2).sum((0, 2)))
+        close(dist.process_allgather(f_a(x)), X[:4] + X[4:])
+        dist.set_timeout(T, m22)
+        for f in (f_ab, f_a):
+            if r == 1:
+                time.sleep(T + 1.0)
+                f(x)   # joins late: completes
+            else:
+                try:
+                    f(x)
+                    raise AssertionError("no timeout")
+                except dist.CollectiveTimeout as e:
+                    assert e.missing == (1,), (e.missing, str(e))
+                    assert "all_reduce: timed out" in str(e), str(e)
+                    assert "world ranks [0, 1]" in str(e), str(e)
+                    print(f"rank {r}: timeout names rank 1", flush=True)
+        dist.set_timeout(None, m22)
+        if r == 0:
+            assert any(e["state"] == "timeout" and e["source"] == "mpi"
+                       for e in dist.flight_recorder.entries())
+        dist.barrier()
+        close(dist.process_allgather(f_ab(x)), X.reshape(2, 4, 2, 2).sum((0, 2)))   # still works
+        dist.barrier()
+        if r == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            f_ab(x)
+            raise AssertionError("no RankFailure")
+        except dist.RankFailure as e:
+            assert e.failed_ranks == (1,), (e.failed_ranks, str(e))
+        print(f"rank {r} OK", flush=True)
+    """), timeout=120, extra=("--fault-tolerant",), devices=2)
+    assert "rank 0 OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.stdout.count("timeout names rank 1") == 2, proc.stdout[-3000:]
 
 
 def test_launcher_forwards_exit_codes_and_signals(tmp_path):

@@ -4,7 +4,9 @@
 with ``group=None`` for every collective: the eager API (``all_reduce``, ``barrier``, ``send``,
 ...) and the collectives of shard_map / compiled sharded programs over meshes spanning
 processes (src/distributed/mpi_comm.py), whose group is the ProcessGroup of the mesh devices
-taking part. It returns a handle whose ``remove()`` unregisters them (also a context manager).
+taking part (on a mesh where a process owns several devices of the group, the hooks run once
+per such device, in its thread, with its value; collectives among one process's devices run
+no hooks). It returns a handle whose ``remove()`` unregisters them (also a context manager).
 
 * ``pre(op, group, value)`` runs before the operation starts: ``op`` is its name
   ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "ppermute", "send",

@@ -14,7 +14,9 @@ run also trains the same model on one device with the same batches and reports t
 per-step loss difference (float32 rounding only: sums happen in a different order).
 
 Under ``python -m starling.launch -n 4`` (MPI) the same code runs on 4 processes, one device
-each: ``starling.distributed.initialize()`` makes the mesh span them, and rank 0 prints.
+each: ``starling.distributed.initialize()`` makes the mesh span them, and rank 0 prints. With
+``STARLING_NUM_CPU_DEVICES=2 python -m starling.launch -n 2 ...`` it runs on 2 processes of 2
+devices each (a hybrid mesh: 'model' inside each process, 'data' across them).
 """
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ def launched_by_mpi() -> bool:
 
 
 def ensure_devices(n: int) -> None:
-    """``n`` devices: the processes of an MPI job (one device each), else ``n`` in-process
-    CPU devices.
+    """``n`` devices: those of the processes of an MPI job (``STARLING_NUM_CPU_DEVICES`` each,
+    default 1), else ``n`` in-process CPU devices.
 
     Raises:
         SystemExit: the job or the process has a different number of devices.
@@ -160,7 +162,13 @@ def main(argv=None):
     mesh = st.sharding.make_mesh((2, 2), ("data", "model"))
     data = load_digits(args.seed)
     x_tr, _, x_te, y_te = data
-    where = f"{len(st.devices())} processes" if launched_by_mpi() else "one process"
+    if launched_by_mpi():
+        import starling.distributed as dist
+        n_proc = dist.get_world_size()
+        where = f"{n_proc} processes" if n_proc == len(st.devices()) else \
+            f"{len(st.devices())} devices of {n_proc} processes"
+    else:
+        where = "one process"
     say(f"digits: {len(x_tr)} train / {len(x_te)} test images on mesh {dict(mesh.shape)} in "
         f"{where} (batch split over 'data', weights over 'model')")
     params, losses, secs = train(data, args.epochs, args.seed, args.batch_size, args.lr, mesh,

@@ -107,7 +107,8 @@ def all_to_all_params(split_axis, concat_axis, tiled) -> dict:
 
 
 class _Rendezvous:
-    __slots__ = ("slots", "barrier", "left", "outs", "devs", "ops", "seq", "error")
+    __slots__ = ("slots", "barrier", "left", "outs", "devs", "ops", "seq", "error", "failure",
+                 "result")
 
     def __init__(self, devs, seq):
         n = len(devs)
@@ -118,6 +119,8 @@ class _Rendezvous:
         self.left = n
         self.devs, self.seq = devs, seq
         self.error = None   # why the rendezvous can never complete
+        self.failure = None   # the exception a leader member hit working for all (``lead``)
+        self.result = None    # what a leader member computed for all
 
     @property
     def op(self):
@@ -134,6 +137,21 @@ class _Rendezvous:
         if self.error is None:
             self.error = message
         self.barrier.abort()
+
+
+def echo_failure(e):
+    """The exception a member raises when the leader of its collective failed with ``e``: the
+    same kind (a timeout names the same missing members, a failure the same ranks), else a
+    CollectiveError saying why."""
+    if isinstance(e, CollectiveError):
+        try:
+            out = type(e)(str(e))
+        except Exception:
+            out = CollectiveError(str(e))
+        for k, v in vars(e).items():
+            setattr(out, k, v)
+        return out
+    return CollectiveError(f"the member leading the collective failed: {e!r}")
 
 
 def rv_error(e) -> bool:
@@ -178,10 +196,14 @@ class InProcessComm:
         return names
 
     @contextlib.contextmanager
-    def _session(self, ctx, axes, payload, x, name, uneven=None, **params):
+    def session(self, ctx, axes, payload, x, name, uneven=None, local=None, **params):
         """One collective ``name`` of this device: meets the group (deposits ``payload``;
         ``name`` and ``params`` must agree across the members, the dims in ``uneven`` of ``x``
-        may differ), yields (rendezvous, my rank) and records it in the flight recorder."""
+        may differ), yields (rendezvous, my rank) and records it in the flight recorder.
+
+        ``local``: only these devices of the group meet (those of this process, when the group
+        spans processes: src/distributed/hierarchical.py); the rank yielded is then the
+        position among them, and the rendezvous is still named by the whole group."""
         devs, rank = ctx.group(axes)
         group, members = self._group_names(devs)
         entry = flight_recorder.record_start(
@@ -189,7 +211,8 @@ class InProcessComm:
             source="inprocess", params=dict(record_params(uneven, **params), axes=list(axes)))
         rv = None
         try:
-            key, rv, rank = self._meet(ctx, axes, payload, _sig(name, x, uneven, **params))
+            key, rv, rank = self._meet(ctx, axes, payload, _sig(name, x, uneven, **params),
+                                       local)
         except CollectiveTimeout as e:
             flight_recorder.record_end(entry, "timeout", e)
             raise
@@ -208,10 +231,14 @@ class InProcessComm:
         finally:
             self._leave(key, rv)
 
-    def _meet(self, ctx, axes, payload, op):
+    _session = session
+
+    def _meet(self, ctx, axes, payload, op, local=None):
         devs, rank = ctx.group(axes)
         seq = ctx.next_seq(devs)
         key = (devs, seq)
+        if local is not None:
+            devs, rank = local, local.index(ctx.device)
         with self._lock:
             if self._failed is not None:
                 raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})")
@@ -245,11 +272,31 @@ class InProcessComm:
                 if device in rv.devs:
                     self._check_finished(rv)
 
-    def _wait(self, rv, devs, op):
-        timeout = self.timeout if self.timeout is not None else collective_timeout(self.mesh)
+    def lead(self, rv, rank, op, work):
+        """The second half of a collective whose members' deposits one of them (the leader,
+        rank 0) turns into everyone's results: the leader runs ``work()`` (a list, one result
+        per member) while the others wait for it (without a timeout of their own: the leader's
+        work has one); returns this member's result. An exception of the leader's reaches every
+        member: the leader raises it, the others an equivalent one (``echo_failure``)."""
+        if rank == 0:
+            try:
+                rv.result = work()
+            except BaseException as e:
+                rv.failure = e
+                rv.barrier.abort()
+                raise
+        if len(rv.slots) > 1:
+            self._wait(rv, rv.devs, op, timeout=None)
+        return rv.result[rank]
+
+    def _wait(self, rv, devs, op, timeout=False):
+        if timeout is False:
+            timeout = self.timeout if self.timeout is not None else collective_timeout(self.mesh)
         try:
             rv.barrier.wait(timeout)
         except threading.BrokenBarrierError:
+            if rv.failure is not None:
+                raise echo_failure(rv.failure) from None
             if rv.error is not None:
                 raise CollectiveMismatch(f"{rv.error}; flight recorder dumps: "
                                     f"{flight_recorder.dump_dir()}") from None
