@@ -207,18 +207,22 @@ def run_fresh(script, worker_args, python=None, env=None, limit=1800):
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def measure_peak(step, calls):
+def measure_peak(step, calls, keep=None):
     """Time and peak memory of ``step()`` in this process: the resident set size (VmRSS) is the
     baseline, one warm-up call (compilation included) runs, the peak mark is reset, ``calls``
     calls are timed, and the peak (VmHWM) read. ``step`` returns what each call produces (dropped
-    before the next call; a step that carries state keeps it itself). Returns ``{"ms": best call,
-    "peak_mib": peak above the baseline, "method": "VmHWM" | "ru_maxrss", "first": the warm-up's
-    result}``; where the mark cannot be reset, ru_maxrss (peak since the process started,
-    warm-up included) stands in. tracemalloc would miss most of it (native pools, XLA, torch)."""
+    before the next call; a step that carries state keeps it itself). ``keep(result)`` is what
+    is kept of the warm-up's result (e.g. the loss alone; default None: nothing), taken before
+    the timed calls so that result is not resident during them. Returns ``{"ms": best call,
+    "peak_mib": peak above the baseline, "method": "VmHWM" | "ru_maxrss", "first": keep(the
+    warm-up's result)}``; where the mark cannot be reset, ru_maxrss (peak since the process
+    started, warm-up included) stands in. tracemalloc would miss most of it (native pools, XLA,
+    torch)."""
     import gc
     gc.collect()
     base = _status("VmRSS")
     first = step()
+    first = keep(first) if keep is not None else None
     gc.collect()
     hwm = _reset_peak()
     best = float("inf")

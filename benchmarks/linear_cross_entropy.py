@@ -20,8 +20,8 @@ Peers not importable here run under ``$STARLING_PEER_PYTHON`` (benchmarks/harnes
 
 Method (``harness.measure_peak``, as benchmarks/compile_memory.py): the worker builds the
 inputs, reads the resident set size (VmRSS) as the baseline, runs one warm-up call (compilation
-included), resets the kernel's peak-RSS mark, times ``--calls`` calls (results dropped after
-each) and reads the peak (VmHWM); ``--rounds`` repeats the whole table with the contenders
+included; only its loss is kept), resets the kernel's peak-RSS mark, times ``--calls`` calls
+(results dropped after each) and reads the peak (VmHWM); ``--rounds`` repeats the whole table with the contenders
 interleaved (a shared machine's load moves between rounds): a row shows the best time and the
 largest peak over the rounds. "peak MiB" = peak RSS during the timed calls minus the
 baseline: the memory a steady call needs beyond its inputs, outputs (the gradients, 1/8 of it
@@ -119,8 +119,8 @@ def worker(name, size, calls):
     lib, _, variant = name.partition(":")
     x, w, y = _inputs(*size)
     step = {"starling": _starling, "torch": _torch, "jax": _jax}[lib](variant, x, w, y)
-    r = harness.measure_peak(step, calls)
-    r["loss"] = float(r.pop("first")[0])
+    r = harness.measure_peak(step, calls, keep=lambda out: float(out[0]))
+    r["loss"] = r.pop("first")
     print(json.dumps(r))
 
 
