@@ -174,6 +174,21 @@ def in_loops(x):                   # intermediates inside while / scan bodies ar
     return c, ys
 
 
+def reshaped_read(m):              # s read through a reshape (same element order): in place
+    s = snp.sort(m, axis=1)
+    return snp.cumsum(s.reshape(-1) * 2.0 + 1.0)
+
+
+def reshaped_transposed(m):        # a reshape then a transpose reorders: never in place
+    s = snp.sort(m, axis=1)
+    return snp.cumsum(s.reshape(6, 6).T + 1.0, axis=0)
+
+
+def stacked_read(m):               # a scan's stacked results read as one array: in place
+    _, ys = st.scan(lambda c, x: (c, snp.sort(x) * 2.0), 0.0, m)
+    return snp.cumsum(ys.reshape(-1) * 3.0)
+
+
 def sizes(x0, x1, x5):             # size-0 / size-1 / odd sizes: no crash, nothing to reuse at 0
     outs = []
     for x in (x0, x1, x5):
@@ -239,6 +254,9 @@ CASES = {
         [np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -2.0, 3.0, np.nan], np.float32)),)),
     "in_loops": (in_loops, lambda: (_f32(N),)),
     "sizes": (sizes, lambda: (_f32(0), _f32(1), _f32(5))),
+    "reshaped_read": (reshaped_read, lambda: (_f32(4, 9),)),
+    "reshaped_transposed": (reshaped_transposed, lambda: (_f32(4, 9),)),
+    "stacked_read": (stacked_read, lambda: (_f32(3, 12),)),
 }
 CASES.update({f"random_{seed}": (random_program(seed), lambda: (_f32(6, 6), _f32(6, 6)))
               for seed in range(16)})
@@ -382,7 +400,8 @@ def test_dead_buffer_is_written_by_a_later_kernel(compiled):
     assert buf is exe.program.eqns[0].outvars[0] and buf not in eqn.invars
 
 
-@pytest.mark.parametrize("name", ["broadcast_read", "transposed_read", "twice_transposed"])
+@pytest.mark.parametrize("name", ["broadcast_read", "transposed_read", "twice_transposed",
+                                  "reshaped_transposed"])
 def test_other_index_patterns_never_run_in_place(compiled, name):
     exe = compiled[name][2]
     for eqn, reuse in _plans(exe):
@@ -403,6 +422,19 @@ def test_elementwise_output_next_to_a_reduction_runs_in_place(compiled, name):
                 assert eqn.params["program"].outvars[eqn.outvars.index(o)] not in red
                 inplace += _buffer_var(exe, r) in eqn.invars
     assert inplace >= 1
+
+
+@pytest.mark.parametrize("name, producer", [("reshaped_read", "sort"), ("stacked_read", "scan")])
+def test_reshaped_read_runs_in_place(compiled, name, producer):
+    """A kernel reading a buffer only through a reshape (a kernel output, or a scan's stacked
+    results: e.g. a gradient scaled over the blocks a scan wrote) writes over it."""
+    exe = compiled[name][2]
+    (eqn, reuse), = [(e, r) for e, r in _plans(exe)
+                     if any(x.primitive.name == "reshape" for x in e.params["program"].eqns)]
+    buf = _buffer_var(exe, reuse[0])
+    assert buf in eqn.invars and buf.aval.shape != eqn.outvars[0].aval.shape
+    assert exe.program.eqns[[k for k, e in enumerate(exe.program.eqns)
+                             if buf in e.outvars][0]].primitive.name == producer
 
 
 def test_same_index_twice_runs_in_place_and_reinterpret(compiled):

@@ -524,3 +524,30 @@ def test_compiled_loop_takes_initial_carries_that_die_at_it():
     np.testing.assert_array_equal(np.asarray(b), np.full((128, 128), 8.0))
     np.testing.assert_array_equal(np.asarray(kept), 2.0)
     np.testing.assert_array_equal(np.asarray(w), 1.0)
+
+
+def test_compiled_loop_zero_initialised_accumulator_is_updated_in_place():
+    """``zeros`` too big to fold into a constant is a broadcast of a scalar under compile: the
+    loop copies it into a buffer it owns before the first iteration (else the first
+    iteration's kernel would convert it and hold that copy next to a fresh result), then
+    updates that buffer in place at every iteration."""
+    from starling.lowering import buffers
+    xs = snp.asarray(np.arange(1.0, 5.0, dtype=np.float32)[:, None, None]
+                     * np.ones((4, 300, 300), np.float32))
+
+    def acc(xs):
+        a, _ = st.scan(lambda c, x: (c + x * 2.0, None), snp.zeros((300, 300), snp.float32), xs)
+        return a
+
+    def halve(y):
+        return st.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * 0.5 + y),
+                             (0, snp.zeros((300, 300), snp.float32)))[1]
+
+    f = st.compile(acc)
+    f(xs)
+    before = dict(buffers.STATS)
+    a = f(xs)
+    assert buffers.STATS["donated"] - before["donated"] == 4
+    assert buffers.STATS["donation_refused"] == before["donation_refused"]
+    np.testing.assert_array_equal(np.asarray(a), 20.0)
+    np.testing.assert_array_equal(np.asarray(st.compile(halve)(snp.ones((300, 300)))), 1.75)

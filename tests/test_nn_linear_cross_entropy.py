@@ -14,7 +14,7 @@ from starling.test_util import check_grads
 
 LCE = F.linear_cross_entropy
 T, H, V = 7, 5, 11
-CHUNKS = [None, 3, (2, 4), (1, 1)]
+CHUNKS = [None, 3, (2, 4), (1, 1), (3, 8)]   # (3, 8): one full vocabulary block + 3
 
 
 def _np_loss(h, w, b, target, *, ignore_index=-100, reduction="mean", label_smoothing=0.0,
@@ -326,3 +326,47 @@ def test_nothing_to_average_gives_nan_loss_and_zero_gradients():
                 assert np.all(np.asarray(g) == 0), name
             gc = starling.compile(starling.grad(f, argnums=1))(h, w, t)
             assert np.all(np.asarray(gc) == 0), name
+
+
+def _module():
+    import importlib
+    return importlib.import_module("starling.nn.linear_cross_entropy")
+
+
+def test_automatic_chunk_sizes():
+    """Whole vocabulary rows while a block holds enough tokens for an efficient weight-gradient
+    product; else large token chunks and vocabulary blocks (a divisor of V near the budget when
+    there is one); token chunks balanced."""
+    M, f32 = _module(), snp.float32
+    assert M._chunk_sizes(None, 4096, 32000, f32, grad_with_loss=True) == (128, 32000)
+    assert M._chunk_sizes(None, 4096, 32000, f32) == (64, 32000)
+    assert M._chunk_sizes(None, 4096, 50257, f32, True) == (4096, 512)   # prime-ish: remainder
+    assert M._chunk_sizes(None, 4096, 128256, f32, True) == (4096, 501)  # 128256 = 256 * 501
+    assert M._chunk_sizes(None, 5000, 32000, f32, True) == (129, 32000)  # 39 chunks of <= 129
+    assert M._chunk_sizes(None, 20000, 256000, f32, True) == (6667, 256)
+    assert M._chunk_sizes(None, 10, 5, f32, True) == (10, 5)
+    assert M._chunk_sizes(None, 0, 5, f32, True) == (1, 5)
+    assert M._chunk_sizes((3, None), 10, 5, f32, True) == (3, 5)
+
+
+@pytest.mark.parametrize("voc", [12, 13, 4])          # blocks of 4: none left over, 1, one block
+@pytest.mark.parametrize("opts", [dict(), dict(reduction="sum", label_smoothing=0.1,
+                                               z_loss=0.01)])
+def test_automatic_vocabulary_blocks_compiled(monkeypatch, voc, opts):
+    """With blocks too small for whole vocabulary rows the automatic choice scans vocabulary
+    blocks (statistics, then gradients written block by block); compiled value, gradients and
+    tangent equal the unfused loss's."""
+    M = _module()
+    monkeypatch.setattr(M, "GRAD_BLOCK_BYTES", 64)
+    monkeypatch.setattr(M, "BLOCK_BYTES", 16 * 4 * 4)     # 16 tokens x 4 classes x float32
+    h, w, b, t = _data(tokens=(16,), voc=voc, seed=5)
+    assert M._chunk_sizes(None, 16, voc, snp.float32, True) == (16, 4)
+    fused = lambda h, w, b: LCE(h, w, t, b, **opts)  # noqa: E731
+    unfused = lambda h, w, b: _unfused(h, w, b, t, **opts)  # noqa: E731
+    got = st.compile(st.value_and_grad(fused, argnums=(0, 1, 2)))(h, w, b)
+    want = st.value_and_grad(unfused, argnums=(0, 1, 2))(h, w, b)
+    for x, y in zip([got[0], *got[1]], [want[0], *want[1]]):
+        _close(x, y)
+    tan = st.jvp(fused, (h, w, b), (h, w * 0.5, b))[1]
+    _close(tan, st.jvp(unfused, (h, w, b), (h, w * 0.5, b))[1])
+

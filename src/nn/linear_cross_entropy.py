@@ -9,8 +9,8 @@ tokens are cut into chunks of ``token_chunk`` rows and the vocabulary into block
 
 * Log-sum-exp over vocabulary blocks: the online softmax normaliser of Milakov & Gimelshein,
   "Online normalizer calculation for softmax" (2018): each row keeps its running max ``m`` and
-  ``r = sum exp(z - m) - 1`` (the max's own term left out, so a confident row's loss is
-  ``log1p(r)`` without cancellation, as ``log_softmax`` computes it).
+  ``r = sum exp(z - m) - 1`` (the maxima's own terms counted, not summed, so a confident
+  row's loss is ``log1p(r)`` without cancellation, as ``log_softmax`` computes it).
 * Reverse mode for ``reduction="mean" | "sum"``: the gradient is computed during the forward
   pass, one token chunk at a time (``G = dloss/dlogits`` of the chunk, then ``grad_hidden = G @
   W``, ``grad_W += G.T @ h``, ``grad_b += sum G``), as in the Liger kernel (Hsu et al., "Liger
@@ -28,14 +28,22 @@ tokens are cut into chunks of ``token_chunk`` rows and the vocabulary into block
 * The z-loss of PaLM (Chowdhery et al., "PaLM: Scaling Language Modeling with Pathways", 2022,
   section 5) adds ``z_loss * lse**2`` per token, ``lse`` the log-sum-exp of the token's logits.
 
-For "mean" / "sum" the token chunks are a ``scan`` (the last chunk padded with ignored rows; the first chunk runs
-before it and starts the gradient accumulators), so a compiled program holds one chunk body,
-not one copy per chunk; vocabulary blocks are a Python loop over static slices inside the body.
+For "mean" / "sum" the token chunks are a ``scan`` (balanced chunks, the last padded with
+ignored rows; the gradient accumulators are carries updated in place), so a compiled program
+holds one chunk body, not one copy per chunk.
+Within a chunk, a vocabulary of one block reuses that block's logits for the gradient (three
+products in all, as the unfused loss). Several vocabulary blocks are two more scans: one merges
+the blocks' statistics, the other recomputes each block's logits (four products in all) and
+writes that block's rows of ``grad_W`` once as its stacked output while ``grad_hidden`` is the
+carry, as in Cut Cross-Entropy. The automatic choice (``_chunk_sizes``) takes whole vocabulary
+rows while a block of ``GRAD_BLOCK_BYTES`` holds enough tokens to make ``grad_W += G.T @ h``
+an efficient product (at T=4096, H=1024, V=32000 float32: 128-token chunks, 1.0-1.1x the
+unfused loss's time in ~1/10 of its memory), else large token chunks and vocabulary blocks
+(a 4-times larger vocabulary: no accumulator streamed per chunk, a third more products).
 Every transformation (grad, jvp, vmap, compile, checkpoint) sees ordinary operations.
 
-Memory in reverse mode (mean / sum): the gradients themselves, one more weight-sized buffer
-(the accumulator of ``grad_W`` is a loop carry, written into a new buffer each chunk) and a few
-``(token_chunk, vocab_chunk)`` blocks.
+Memory in reverse mode (mean / sum): the gradients themselves and a few ``(token_chunk,
+vocab_chunk)`` blocks.
 """
 from __future__ import annotations
 
@@ -56,8 +64,14 @@ OP = "linear_cross_entropy"
 #: Bytes of one automatic logits block (in the accumulation dtype); a chunk's working set is a
 #: few such blocks (logits, probabilities, their gradient).
 BLOCK_BYTES = 8 << 20
-#: The automatic choice keeps whole vocabulary rows while a block holds this many tokens.
+#: The automatic choice keeps whole vocabulary rows while a block holds this many tokens ...
 MIN_TOKEN_ROWS = 64
+#: ... or, when the gradient is computed with the loss (mean / sum of index targets), while a
+#: block of this many bytes holds this many tokens
+GRAD_BLOCK_BYTES = 16 << 20
+GEMM_TOKEN_ROWS = 128
+#: Else, in that case, token chunks of at most this many rows and vocabulary blocks
+MAX_TOKEN_ROWS = 8192
 
 
 class _Config(NamedTuple):
@@ -76,37 +90,34 @@ def _ranges(n, step):
     return [(i, min(i + step, n)) for i in range(0, n, step)]
 
 
-def _rows(w, v0, v1):
-    return w if (v0, v1) == (0, w.shape[0]) else w[v0:v1]
-
-
 def _cols(q, v0, v1):
     return q if (v0, v1) == (0, q.shape[-1]) else q[:, v0:v1]
 
 
-def _logits(h, w, b, v0, v1, cfg):
-    z = h @ snp.matrix_transpose(_rows(w, v0, v1))
+def _logits(h, w, b, cfg):
+    """The logits block ``h @ w.T + b`` of the rows ``w`` (a vocabulary block), in ``cfg.acc``."""
+    z = h @ snp.matrix_transpose(w)
     if z.dtype != cfg.acc:
         z = z.astype(cfg.acc)
     if b is not None:
-        b = _rows(b, v0, v1)
         z = z + (b if b.dtype == cfg.acc else b.astype(cfg.acc))
     return z
 
 
 def _block_stats(z, v0, t, q, cfg):
-    """Per-row statistics of one logits block ``z`` ``(rows, block)`` starting at class ``v0``:
-    the max ``m``, ``r = sum exp(z - m) - 1``, the target's logit (index targets, 0 when it lies
-    outside the block), the sum of the logits (label smoothing), ``sum q z`` and ``sum q``."""
-    k = snp.argmax(z, axis=-1, keepdims=True)
-    m = snp.take_along_axis(z, k, axis=-1)
-    # at_k is `arange == k` (z == m holds at k). Written this way, and in this order, the
-    # fusion pass computes the mask, the exponentials and their sum in one kernel reading z
-    # once: no (rows, block) array of exponentials is stored
-    is_k = snp.arange(z.shape[-1]) == k
-    at_k = (z == m) & is_k
+    """Per-row statistics of one logits block ``z`` ``(rows, block)`` starting at class ``v0``
+    (an int, or a traced integer scalar inside the scan over vocabulary blocks): the max ``m``,
+    ``r = sum exp(z - m) - 1``, the target's logit (index targets, 0 when it lies outside the
+    block), the sum of the logits (label smoothing), ``sum q z`` and ``sum q``."""
+    m = snp.max(z, axis=-1, keepdims=True)
+    # The maxima's own terms (exactly 1 each) are counted, not summed: r = the others' sum +
+    # (ties - 1). One kernel reads z for the mask, the exponentials and both sums (no (rows,
+    # block) mask or exponentials stored); the max's tangent is the mean of the ties' (the
+    # reduce_max rule), so d lse / d z is the softmax at ties too; all -inf rows give -inf.
+    top = z == m
     e = snp.exp(z - m)
-    s = {"m": m[..., 0], "r": snp.sum(snp.where(at_k, 0.0, e), axis=-1)}
+    ties = snp.sum(top.astype(z.dtype), axis=-1)
+    s = {"m": m[..., 0], "r": snp.sum(snp.where(top, 0.0, e), axis=-1) + (ties - 1.0)}
     if cfg.soft:
         q = q.astype(cfg.acc)
         s["qz"] = snp.sum(q * z, axis=-1)
@@ -123,8 +134,6 @@ def _block_stats(z, v0, t, q, cfg):
 
 def _merge(acc, s):
     """Combines the statistics of two vocabulary blocks (online softmax)."""
-    if acc is None:
-        return s
     m, r, mc, rc = acc["m"], acc["r"], s["m"], s["r"]
     hi = mc > m
     # The exponent is chosen before exp, so neither branch overflows (no inf * 0 in reverse).
@@ -177,23 +186,69 @@ def _dlogits(z, v0, lse, a, t, q, keep, cfg):
         q = q.astype(cfg.acc)
         g = g - (q * (1.0 - eps) + eps / n if eps else q)
     else:
-        hit = snp.arange(v0, v0 + z.shape[-1]) == t[:, None]
+        hit = (snp.arange(z.shape[-1]) + v0) == t[:, None]
         g = g - snp.where(hit, 1.0 - eps, 0.0) - eps / n if eps else snp.where(hit, g - 1.0, g)
     return snp.where(keep[:, None], g, 0.0)
 
 
-# ---- one token chunk ----------------------------------------------------------------------------
+# ---- the vocabulary blocks of one token chunk ---------------------------------------------------
+
+def _blocks(cfg):
+    """``(size, n, rem)``: ``n`` full vocabulary blocks of ``size`` classes, then ``rem`` more."""
+    size = max(1, min(cfg.vocab_chunk, cfg.n_classes))
+    return (size,) + divmod(cfg.n_classes, size)
+
+
+def _one_block(cfg):
+    size, n, rem = _blocks(cfg)
+    return n + (rem > 0) <= 1
+
+
+def _block(cfg, v0, v1, w, b, q, dq):
+    """The per-class inputs of classes ``v0:v1``: ``(v0, w rows, b, q columns, dq columns)``."""
+    whole = (v0, v1) == (0, cfg.n_classes)
+    rows = (lambda x: x if x is None or whole else x[v0:v1])
+    cols = (lambda x: None if x is None else _cols(x, v0, v1))
+    return v0, rows(w), rows(b), cols(q), cols(dq)
+
+
+def _stacked(cfg, lo, w, b, q, dq):
+    """The full vocabulary blocks ``lo..n-1`` as the inputs of a scan: ``(v0, w, b, q, dq)``,
+    each with a leading block axis (``w`` and ``b`` reshaped without a copy; the columns of
+    ``q`` / ``dq`` moved in front, a copy the size of those operands)."""
+    size, n, _ = _blocks(cfg)
+    v0, v1 = lo * size, n * size
+
+    def rows(x):
+        if x is None:
+            return None
+        x = x if (v0, v1) == (0, x.shape[0]) else x[v0:v1]
+        return x.reshape((n - lo, size) + tuple(x.shape[1:]))
+
+    def cols(x):
+        if x is None:
+            return None
+        x = _cols(x, v0, v1)
+        return snp.moveaxis(x.reshape((x.shape[0], n - lo, size)), 1, 0)
+    return snp.arange(lo, n) * size, rows(w), rows(b), cols(q), cols(dq)
+
 
 def _chunk_stats(h, w, b, t, q, cfg):
-    """(logits of the one block when the vocabulary is one block else None, merged stats)."""
-    blocks = _ranges(cfg.n_classes, cfg.vocab_chunk)
-    if len(blocks) == 1:
-        z = _logits(h, w, b, 0, cfg.n_classes, cfg)
+    """(the logits when the vocabulary is one block else None, statistics merged over the
+    vocabulary blocks: the first full block, a scan over the other full ones, the remainder)."""
+    if _one_block(cfg):
+        z = _logits(h, w, b, cfg)
         return z, _block_stats(z, 0, t, q, cfg)
-    s = None
-    for v0, v1 in blocks:
-        z = _logits(h, w, b, v0, v1, cfg)
-        s = _merge(s, _block_stats(z, v0, t, None if q is None else _cols(q, v0, v1), cfg))
+
+    def stats(v0, wj, bj, qj, _=None):
+        return _block_stats(_logits(h, wj, bj, cfg), v0, t, qj, cfg)
+    size, n, rem = _blocks(cfg)
+    s = stats(*_block(cfg, 0, size, w, b, q, None))
+    if n > 1:
+        s = scan(lambda s, x: (_merge(s, stats(*x)), ()), s, _stacked(cfg, 1, w, b, q, None),
+                 length=n - 1)[0]
+    if rem:
+        s = _merge(s, stats(*_block(cfg, n * size, cfg.n_classes, w, b, q, None)))
     return None, s
 
 
@@ -206,35 +261,61 @@ def _chunk_loss(cfg, h, w, b, t, q, keep):
     return _masked(_row_loss(_chunk_stats(h, w, b, t, q, cfg)[1], cfg)[0], keep)
 
 
+def _plus(acc, x):
+    return x if acc is None else acc + x
+
+
 def _chunk_loss_and_grads(h, w, b, t, q, keep, dq, cfg, gw, gb):
-    """Summed loss of one chunk, its ``grad_hidden`` rows, the accumulators ``gw`` / ``gb``
-    (lists with one entry per vocabulary block, None entries before the first chunk) with the
-    chunk's gradient added, and (with ``dq``) the chunk's tangent ``sum d loss / d q * dq``."""
+    """Summed loss of one token chunk, its ``grad_hidden`` rows, the accumulators ``gw`` ``(V,
+    H)`` / ``gb`` ``(V,)`` with the chunk's gradient added, and
+    (with ``dq``) the chunk's tangent ``sum d loss / d q * dq``.
+
+    One vocabulary block: its logits from the statistics pass are reused (three products) and
+    ``gw + G.T @ h`` is one GEMM accumulating in place. Several: a second pass over the blocks
+    recomputes each block's logits (four products), ``grad_hidden`` is the scan's carry and
+    each block's rows of ``grad_W`` its stacked output, so they are written once, not
+    accumulated."""
     z, s = _chunk_stats(h, w, b, t, q, cfg)
     loss, lse = _row_loss(s, cfg)
     a = _row_scale(s, lse, cfg)
-    gh, gw, gb = None, list(gw), None if gb is None else list(gb)
-    tq = None
-    for j, (v0, v1) in enumerate(_ranges(cfg.n_classes, cfg.vocab_chunk)):
-        zj = z if z is not None else _logits(h, w, b, v0, v1, cfg)
-        if dq is not None:
+
+    def block(gh, tq, v0, wj, bj, qj, dqj, zj=None):
+        zj = _logits(h, wj, bj, cfg) if zj is None else zj
+        if dqj is not None:
             # loss is linear in q: d loss_i / d q_ic = (1 - eps) (lse_i - z_ic)
-            dqj = _cols(dq, v0, v1).astype(cfg.acc)
-            tqj = snp.sum(snp.where(keep[:, None], dqj * (lse[:, None] - zj), 0.0))
-            tq = tqj if tq is None else tq + tqj
-        g = _dlogits(zj, v0, lse, a, t, None if q is None else _cols(q, v0, v1), keep, cfg)
+            dqj = dqj.astype(cfg.acc)
+            tq = _plus(tq, snp.sum(snp.where(keep[:, None], dqj * (lse[:, None] - zj), 0.0)))
+        g = _dlogits(zj, v0, lse, a, t, qj, keep, cfg)
         gm = g if g.dtype == h.dtype else g.astype(h.dtype)
-        ghj = gm @ _rows(w, v0, v1)
-        gh = ghj if gh is None else gh + ghj
+        ghj = gm @ wj
+        gh = _plus(gh, ghj if ghj.dtype == cfg.acc else ghj.astype(cfg.acc))
         gwj = snp.matrix_transpose(gm) @ h
-        gwj = gwj if gwj.dtype == cfg.acc else gwj.astype(cfg.acc)
-        gw[j] = gwj if gw[j] is None else gw[j] + gwj
-        if gb is not None:
-            gbj = snp.sum(g, axis=0)
-            gb[j] = gbj if gb[j] is None else gb[j] + gbj
+        return gh, tq, gwj if gwj.dtype == cfg.acc else gwj.astype(cfg.acc), \
+            None if bj is None else snp.sum(g, axis=0)
+
+    if _one_block(cfg):
+        gh, tq, gwc, gbc = block(None, None, *_block(cfg, 0, cfg.n_classes, w, b, q, dq), z)
+    else:
+        size, n, rem = _blocks(cfg)
+
+        def body(carry, x):
+            gh, tq, gwj, gbj = block(*carry, *x)
+            return (gh, tq), (gwj, gbj)
+        # zeros stay a broadcast under compile (too big to fold): the first block's product
+        # gets a fresh buffer, the later ones add into it in place
+        init = (snp.zeros(h.shape, cfg.acc), None if dq is None else snp.zeros((), cfg.acc))
+        (gh, tq), (gwc, gbc) = scan(body, init, _stacked(cfg, 0, w, b, q, dq), length=n)
+        gwc = gwc.reshape((n * size, w.shape[1]))
+        gbc = None if gbc is None else gbc.reshape((n * size,))
+        if rem:
+            gh, tq, gwr, gbr = block(gh, tq, *_block(cfg, n * size, cfg.n_classes, w, b, q, dq))
+            gwc = snp.concatenate([gwc, gwr], axis=0)
+            gbc = None if gbc is None else snp.concatenate([gbc, gbr], axis=0)
     if tq is not None:
         tq = tq * (1.0 - cfg.smoothing)
-    return snp.sum(_masked(loss, keep)), gh, gw, gb, tq
+    gh = gh if gh.dtype == h.dtype else gh.astype(h.dtype)
+    return (snp.sum(_masked(loss, keep)), gh, _plus(gw, gwc),
+            None if gbc is None else _plus(gb, gbc), tq)
 
 
 # ---- the whole loss: a scan over token chunks ---------------------------------------------------
@@ -268,36 +349,20 @@ def _loss_and_grads(cfg, h, w, b, t, q, keep, grads, dq=None):
         def body(total, x):
             return total + snp.sum(_chunk_loss(cfg, x[0], w, b, *x[1:4])), ()
         return scan(body, total, xs, length=n)[0].astype(dtype)
-    blocks = _ranges(cfg.n_classes, cfg.vocab_chunk)
-    if n == 0:
-        gw = [snp.zeros((v1 - v0, w.shape[1]), cfg.acc) for v0, v1 in blocks]
-        gb = None if b is None else [snp.zeros((v1 - v0,), cfg.acc) for v0, v1 in blocks]
-        return (total.astype(dtype), snp.zeros(h.shape, dtype), _cat(gw).astype(w.dtype),
-                None if b is None else _cat(gb).astype(b.dtype),
-                None if dq is None else total.astype(dtype))
-
-    def chunk(x, gw, gb):
-        return _chunk_loss_and_grads(x[0], w, b, *x[1:], cfg, gw, gb)
-    # The first chunk starts the accumulators (a zero (V, H) start would be one more weight-sized
-    # buffer, a constant under compile); the scan adds the others.
-    none = [None] * len(blocks)
-    total, gh0, gw, gb, tq = chunk([None if x is None else x[0] for x in xs], none,
-                                   None if b is None else none)
+    # Zero accumulators: the compiled scan copies such a broadcast into a buffer it owns
+    # (backends/cpp.py, _adopt) and the chunks add into it in place; every chunk's grad_hidden
+    # rows are the scan's stacked output, so nothing is joined afterwards
+    init = (total, snp.zeros(w.shape, cfg.acc),
+            None if b is None else snp.zeros(b.shape, cfg.acc), None if dq is None else total)
 
     def body(carry, x):
         total, gw, gb, tq = carry
-        part, gh, gw, gb, tqc = chunk(x, gw, gb)
+        part, gh, gw, gb, tqc = _chunk_loss_and_grads(x[0], w, b, *x[1:], cfg, gw, gb)
         return (total + part, gw, gb, None if tq is None else tq + tqc), gh
-    gh = gh0[None]
-    if n > 1:
-        rest = [None if x is None else x[1:] for x in xs]
-        (total, gw, gb, tq), gh = scan(body, (total, gw, gb, tq), rest, length=n - 1)
-        gh = snp.concatenate([gh0[None], gh], axis=0)
+    (total, gw, gb, tq), gh = scan(body, init, xs, length=n)
     gh = gh.reshape((n * cfg.token_chunk, h.shape[1]))[:n_tok]
-    gw = _cat(gw)
     gw = gw if gw.dtype == w.dtype else gw.astype(w.dtype)
     if b is not None:
-        gb = _cat(gb)
         gb = gb if gb.dtype == b.dtype else gb.astype(b.dtype)
     return total.astype(dtype), gh, gw, gb, None if tq is None else tq.astype(dtype)
 
@@ -340,14 +405,31 @@ def _per_token(cfg, h, w, b, t, q, keep):
 
 # ---- the public function ------------------------------------------------------------------------
 
-def _chunk_sizes(chunk_size, n_tok, n_cls, acc):
+def _chunk_sizes(chunk_size, n_tok, n_cls, acc, grad_with_loss=False):
+    """``(token_chunk, vocab_chunk)``. Automatic: whole vocabulary rows in blocks of about
+    ``BLOCK_BYTES`` while those hold ``MIN_TOKEN_ROWS`` tokens. When the gradient is computed
+    with the loss (``grad_with_loss``: mean / sum of index targets), every chunk adds ``G.T @
+    h`` into the whole ``(V, H)`` weight gradient, a product that streams that accumulator once
+    per chunk and is efficient only over enough tokens: whole rows in blocks of about
+    ``GRAD_BLOCK_BYTES`` while those hold ``GEMM_TOKEN_ROWS`` tokens. Else chunks of up to
+    ``MAX_TOKEN_ROWS`` tokens (``MIN_TOKEN_ROWS`` without the gradient) and vocabulary blocks
+    that fill ``BLOCK_BYTES`` (a divisor of V near that when there is one, so the scan over them
+    covers the vocabulary without a remainder). Token chunks are balanced: the last one's
+    padding is under one row per chunk."""
     if chunk_size is None:
         item = snp.finfo(acc).bits // 8
-        rows = BLOCK_BYTES // max(1, n_cls * item)
-        if rows >= min(n_tok, MIN_TOKEN_ROWS):
-            return max(1, min(n_tok, rows)), max(1, n_cls)
-        rows = max(1, min(n_tok, MIN_TOKEN_ROWS))
-        return rows, max(1, min(n_cls, BLOCK_BYTES // (rows * item)))
+
+        def balanced(rows):
+            rows = max(1, min(n_tok, rows))
+            return -(-n_tok // -(-n_tok // rows)) if n_tok else rows
+        budget = GRAD_BLOCK_BYTES if grad_with_loss else BLOCK_BYTES
+        rows = budget // max(1, n_cls * item)
+        if rows >= min(n_tok, GEMM_TOKEN_ROWS if grad_with_loss else MIN_TOKEN_ROWS):
+            return balanced(rows), max(1, n_cls)
+        rows = balanced(MAX_TOKEN_ROWS if grad_with_loss else MIN_TOKEN_ROWS)
+        cols = max(1, min(n_cls, BLOCK_BYTES // (rows * item)))
+        near = [c for c in range(cols, max(1, cols // 2) - 1, -1) if n_cls % c == 0]
+        return rows, near[0] if near else cols
     pair = (chunk_size, None) if isinstance(chunk_size, int) else chunk_size
     if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(c is None or (isinstance(c, int) and not isinstance(c, bool)
                                                and c > 0) for c in pair):
@@ -423,8 +505,8 @@ def linear_cross_entropy(hidden, weight, target, bias=None, *, ignore_index=-100
         label_smoothing: ``eps`` in [0, 1]: the target becomes ``(1 - eps) * target + eps / V``.
         z_loss: coefficient ``>= 0`` of ``lse**2`` added to each (non-ignored) token's loss,
             ``lse`` the log-sum-exp of its logits (PaLM).
-        chunk_size: None (automatic: blocks of about ``BLOCK_BYTES`` = 8 MiB, whole vocabulary
-            rows while a block holds ``MIN_TOKEN_ROWS`` tokens), an int (tokens per chunk,
+        chunk_size: None (automatic, see ``_chunk_sizes``: logits blocks of 8-16 MiB, whole
+            vocabulary rows while a block holds enough tokens), an int (tokens per chunk,
             whole vocabulary rows) or a pair ``(tokens, vocabulary)`` per block. Smaller blocks
             use less memory; a vocabulary split costs one more logits product in reverse mode.
     Returns:
@@ -447,7 +529,8 @@ def linear_cross_entropy(hidden, weight, target, bias=None, *, ignore_index=-100
     tokens, n_cls = tuple(hidden.shape[:-1]), weight.shape[0]
     n_tok = math.prod(tokens)
     acc = snp.float32 if snp.finfo(dtype).bits < 32 else dtype
-    tc, vc = _chunk_sizes(chunk_size, n_tok, n_cls, acc)
+    tc, vc = _chunk_sizes(chunk_size, n_tok, n_cls, acc,
+                          grad_with_loss=reduction != "none" and not soft)
     cfg = _Config(soft, n_cls, float(label_smoothing), float(z_loss), tc, vc, acc)
     h = hidden.reshape((n_tok, hidden.shape[-1]))
     if soft:

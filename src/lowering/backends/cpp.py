@@ -597,7 +597,7 @@ class _Schedule:
         def run_while(*args, _own=None):
             cc, bc, carry = args[:nc], args[nc:nc + nb], list(args[nc + nb:])
             del args      # the caller's carries must not look shared once the loop owns them
-            _adopt(carry, _own)
+            _adopt(carry, _own, body, nb)
             n = len(carry)
             i = 0
             while max_it is None or i < max_it:
@@ -631,7 +631,7 @@ class _Schedule:
         def run_scan(*args, _own=None):
             consts, carry, xs = args[:nc], list(args[nc:nc + nk]), args[nc + nk:]
             del args
-            _adopt(carry, _own)
+            _adopt(carry, _own, body, nc)
             ys = [np.empty((length,) + tuple(a.shape), a.dtype) for a in y_avals]
             order = range(length - 1, -1, -1) if reverse else range(length)
             for i in order:
@@ -653,12 +653,19 @@ def _carry_positions(eqn):
     return range(p["n_cond"] + p["n_body"], len(eqn.invars))
 
 
-def _adopt(carry, own):
+def _adopt(carry, own, body=None, first=0):
     """Moves the initial carries the schedule handed over (``own``: one entry per carry, None
-    where the caller keeps it) into ``carry``, leaving the loop their only holder."""
+    where the caller keeps it) into ``carry``, leaving the loop their only holder. One the body
+    would update in place (a donation slot of ``body``, whose carries start at body invar
+    ``first``) that is not a C-contiguous array, typically ``zeros`` (a broadcast of a scalar),
+    is copied into one now: a kernel would otherwise convert it on every read and the first
+    iteration would hold that copy and a fresh result (two accumulators' worth)."""
     if own:
+        slots = {s - first for s in getattr(body, "donation_slots", ())}
         for k, buf in enumerate(own):
             if buf is not None:
+                if k in slots and isinstance(buf, np.ndarray) and not buf.flags.c_contiguous:
+                    buf = np.ascontiguousarray(buf)
                 carry[k] = buf
         own.clear()
 

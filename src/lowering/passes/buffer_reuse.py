@@ -22,10 +22,11 @@ donated invar) may receive output j of kernel equation e when, for the *alias cl
   ``loop_output_sources`` finds;
 * either no member is read by e itself (the buffer died earlier: its deletion is deferred to e),
   or e reads only B itself, at input positions that are *in place* for output j: inside the
-  kernel that input is read by no view (reshape, transpose, broadcast, real / imag), it has
-  the output's shape (hence the kernel's loop shape: no broadcast) and item size (not
-  complex), output j is an elementwise result (not a reduction) and depends on it. Every loop
-  point of a kernel is visited once, loading each input once and storing after the loads it
+  kernel that input is read by no view (transpose, broadcast, real / imag) but the ones that
+  keep its element order (reshape, squeeze), it is read at the output's shape (hence the
+  kernel's loop shape: no broadcast) and has its item size (not complex), output j is an
+  elementwise result (not a reduction) and depends on it. Every loop point of a kernel is
+  visited once, loading each input once and storing after the loads it
   depends on, so each element is read before the same element is written. (The kernels
   declare their pointers ``__restrict``; an in-place launch relies on this load-before-store
   order of the generated loops and on fused_matmul computing its product into a scratch
@@ -91,6 +92,8 @@ ALLOCATING = frozenset({
     "dot_general", "sort", "argsort", "searchsorted", "top_k", "cumsum", "cumprod", "cummax",
     "cummin", "gather", "scatter", "concatenate", "pad", "iota", "argwhere", "choose",
 })
+# Views that keep the element order of a contiguous input.
+_ORDER_KEEPING = frozenset({"reshape", "squeeze"})
 # gather / scatter kernels read other positions than they write (cpp_indexing.py).
 _NOT_ELEMENTWISE = frozenset(VIEW_PRIMITIVES) | {"real", "imag", "complex_pack", "gather",
                                                  "scatter"}
@@ -442,27 +445,44 @@ def _gemm_in_place_ok(sub, i, j):
 
 def _in_place_ok(sub, i, j):
     """Does kernel ``sub`` read its input ``i`` only at the index where it writes output ``j``,
-    before writing it? (See the module docstring.)"""
+    before writing it? (See the module docstring.) A reshape or squeeze of the input keeps its
+    element order (kernel inputs are contiguous), so reading the input through such views at
+    the output's shape counts as reading it at the output's index."""
     x, o = sub.invars[i], sub.outvars[j]
     if not isinstance(o, Var) or o in sub.invars:
         return False
     dx, do = np.dtype(x.aval.dtype), np.dtype(o.aval.dtype)
     if dx.kind == "c" or do.kind == "c" or dx.itemsize != do.itemsize:
         return False
-    if not _same_shape(x.aval.shape, o.aval.shape):
+    if _nelems(x.aval.shape) != _nelems(o.aval.shape):
         return False
+    seen = {x}                       # x and its order-keeping views
     for e in sub.eqns:
         name = e.primitive.name
-        if name in _NOT_ELEMENTWISE and any(v is x for v in e.invars):
+        reads = [v for v in e.invars if isinstance(v, Var) and v in seen]
+        if name in _ORDER_KEEPING and reads:
+            seen.add(e.outvars[0])
+            continue
+        if reads and (name in _NOT_ELEMENTWISE or
+                      not all(_same_shape(v.aval.shape, o.aval.shape) for v in reads)):
             return False
         if any(v is o for v in e.outvars) and (name in _NOT_ELEMENTWISE
                                                or name in REDUCE_PRIMITIVES):
             return False
+    if o in seen:
+        return False
     needed = {o}
     for e in reversed(sub.eqns):
         if any(v in needed for v in e.outvars):
             needed.update(v for v in e.invars if isinstance(v, Var))
-    return x in needed
+    return bool(seen & needed)
+
+
+def _nelems(shape):
+    try:
+        return int(np.prod([int(d) for d in shape]))
+    except TypeError:                # symbolic dims
+        return tuple(str(d) for d in shape)
 
 
 # ---- sizes (static ints or symbolic dims) --------------------------------------------------------
