@@ -197,8 +197,13 @@ def _lin_jvp(primals, tangents, *, prog, n_primals, saved_ids):
 
 def _lin_transpose(cts, *args, prog, n_primals, saved_ids):
     from .grad import vjp
+    from ..arrays.lax.barrier import optimization_barrier
     primals, saved, _ = _split(args, n_primals, saved_ids)
-    _, f_vjp = vjp(lambda *p: _eval(prog, p, saved=saved), *primals)
+    # The recomputation goes through a barrier: staged (under compile), it would otherwise be
+    # the forward pass's equations on the same inputs again, and CSE would merge it back into
+    # the forward pass, keeping every intermediate alive as a residual (no rematerialisation).
+    _, f_vjp = vjp(lambda *p: _eval(prog, optimization_barrier(list(p)), saved=saved),
+                   *primals)
     cts = [R.instantiate(c) for c in cts]
     cts_in = f_vjp(list(cts))
     return [None] * (n_primals + len(saved_ids)) + list(cts_in)
