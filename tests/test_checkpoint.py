@@ -80,3 +80,20 @@ def test_checkpoint_under_vmap_and_jvp():
         v * 1.0).sum())(x)
     gg_ref = st.grad(lambda v: mlp_block(w1, w2, v).sum())(x)
     np.testing.assert_allclose(np.asarray(gg), np.asarray(gg_ref), rtol=1e-10)
+
+
+def test_compiled_gradient_recomputes_the_checkpointed_function():
+    # Staged, the recomputation is the forward pass's equations on the same inputs again: CSE
+    # must not merge it back into the forward pass (which would keep its values as residuals).
+    from starling.lowering.pipeline import run_pipeline
+    from starling.transforms.stage import make_ir
+
+    f = st.checkpoint(lambda x: snp.sum(snp.exp(snp.sin(x))))
+    x = snp.asarray(np.linspace(-1.0, 1.0, 7))
+    prog = run_pipeline(make_ir(st.value_and_grad(f))(x))
+    names = [e.primitive.name for e in prog.eqns]
+    assert names.count("sin") == 2 and names.count("exp") == 2, names
+    v, g = st.compile(st.value_and_grad(f))(x)
+    xn = np.asarray(x)
+    np.testing.assert_allclose(float(v), np.exp(np.sin(xn)).sum(), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(g), np.exp(np.sin(xn)) * np.cos(xn), rtol=1e-12)

@@ -195,3 +195,46 @@ def test_reductions_over_contiguous_axes_fuse(shape, axes):
     prog, out = fused(lambda x: snp.sum(x * 2.0, axis=axes), x)
     assert len(kernels(out)) == 1, out
     same_values(prog, out, x)
+
+
+def test_accumulation_over_products_is_not_delayed_to_the_end():
+    # acc = acc + x_k @ w_k: fusing the whole add chain into one kernel would run it after the
+    # last product and keep every product alive until then; each add must follow its product.
+    rng = np.random.default_rng(0)
+    xs = [snp.asarray(rng.normal(size=(256, 8)).astype(np.float32)) for _ in range(5)]
+    w = snp.asarray(rng.normal(size=(8, 256)).astype(np.float32))
+
+    def f(w, *xs):
+        acc = xs[0] @ w
+        for x in xs[1:]:
+            acc = acc + x @ w
+        return acc
+    prog, out = fused(f, w, *xs)
+    check_program(out)
+    same_values(prog, out, w, *xs)
+    pending, most = set(), 0     # products computed and not yet read
+    for e in out.eqns:
+        pending -= set(e.invars)
+        if e.primitive.name == "dot_general":
+            pending.update(e.outvars)
+        most = max(most, len(pending))
+    assert most <= 2, [e.primitive.name for e in out.eqns]
+    assert len(kernels(out)) == 4
+    np.testing.assert_allclose(np.asarray(st.compile(f, backend="cpp")(w, *xs)),
+                               np.asarray(f(w, *xs)), rtol=1e-5, atol=1e-5)
+
+
+def test_epilogue_chain_over_one_product_still_fuses_across_a_later_product():
+    # (x @ w1 + b) * (x @ w2): the group reading the first product is delayed past the second,
+    # but keeps only that product alive instead of its own result: still one kernel.
+    rng = np.random.default_rng(1)
+    x = snp.asarray(rng.normal(size=(256, 8)).astype(np.float32))
+    w1, w2 = (snp.asarray(rng.normal(size=(8, 256)).astype(np.float32)) for _ in range(2))
+    b = snp.asarray(rng.normal(size=(256,)).astype(np.float32))
+
+    def f(x, w1, w2, b):
+        a = x @ w1 + b
+        return a * (x @ w2)
+    prog, out = fused(f, x, w1, w2, b)
+    assert len(kernels(out)) == 1 and others(out).count("dot_general") == 2
+    same_values(prog, out, x, w1, w2, b)

@@ -17,12 +17,26 @@ that already reads one of those operands (one pass over the shared input). Joini
 when it would create a cycle between groups (tracked with transitive dependency sets), so the
 grouped Program can always be scheduled.
 
+Joining is also refused when it would *delay* a group past later work in a way that keeps big
+buffers alive. A group runs once all of its inputs exist, so an equation that reads a value
+produced by a group created after ``g`` (e.g. ``acc = acc + dot_k``, the next product of an
+accumulation chain) would move all of ``g`` after that producer: ``g``'s inputs computed in
+the program whose last reader (in program order) comes before that producer would otherwise
+die there, and now stay alive through it. Such a chain fused into one kernel keeps every
+product alive until the end. The join is refused when those inputs (bytes, counted once) exceed
+what the join saves, i.e. the group's values the equation reads (which would otherwise be
+materialised; nothing for horizontal fusion), by at least ``DELAY_MIN_BYTES``. Program inputs
+and values read later anyway are not counted, so epilogue-style chains (``relu(x @ w + b)``,
+one product read once) still fuse.
+
 The pass is generic; a backend supplies a ``FusionPolicy`` saying which equations it can fuse
 (the cpp backend asks its formula table) and validating finished groups.
 """
 from __future__ import annotations
 
 import heapq
+
+import numpy as np
 
 from ...core.ir import Equation, Literal, Program, Var, inline_calls, is_effectful
 from ..fused import fused_kernel_p
@@ -38,6 +52,11 @@ VIEW_PRIMITIVES = frozenset({"broadcast_in_dim", "reshape", "squeeze", "transpos
 ARG_REDUCE_PRIMITIVES = frozenset({"argmax", "argmin"})
 REDUCE_PRIMITIVES = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_prod",
                                "reduce_and", "reduce_or"}) | ARG_REDUCE_PRIMITIVES
+# A join that delays a group is refused only when it keeps at least this many more bytes alive
+# than it saves (below that an extra kernel launch costs more than the memory).
+DELAY_MIN_BYTES = 1 << 16
+# Stand-in size of a value whose size is not a plain int (symbolic dims): treated as big.
+_UNKNOWN_BYTES = 1 << 30
 
 
 class FusionPolicy:
@@ -107,6 +126,15 @@ class _Fuser:
         self.groups = []
         self.prod = {}       # Var -> producing group
         self.view_src = {}   # Var -> (view eqn, operand Var): a view not computed in registers
+        # Var -> index of the last equation reading it (program outputs: never die).
+        self.last_use = {}
+        for i, eqn in enumerate(prog.eqns):
+            for v in eqn.invars:
+                if isinstance(v, Var):
+                    self.last_use[v] = i
+        for v in prog.outvars:
+            if isinstance(v, Var):
+                self.last_use[v] = float("inf")
 
     # ---- grouping ------------------------------------------------------------------------------
     def run(self):
@@ -192,7 +220,7 @@ class _Fuser:
         candidates.sort(key=lambda g: -g.id)
         for g in candidates:
             reads = self._plan(eqn, g, shape, axes)
-            if reads is not None:
+            if reads is not None and not self._delays(g, eqn, reads):
                 self._join(g, eqn, kind, axes, reads)
                 return True
         # Horizontal: a group over the same loop shape that reads one of our operands.
@@ -204,7 +232,7 @@ class _Fuser:
             for g in reversed(self.groups):
                 if g.fused and g.inputs & ours:
                     reads = self._plan(eqn, g, shape, axes)
-                    if reads is not None:
+                    if reads is not None and not self._delays(g, eqn, reads):
                         self._join(g, eqn, kind, axes, reads)
                         return True
         g = _Group(len(self.groups), eqn, index, fused=True, shape=shape, axes=None)
@@ -215,6 +243,25 @@ class _Fuser:
         self.groups.append(g)
         self._join(g, eqn, kind, axes, reads)
         return True
+
+    def _delays(self, g, eqn, reads):
+        """Whether joining ``eqn`` to ``g`` would move ``g`` past later work and so keep more
+        bytes of ``g``'s inputs alive than it saves (see the module docstring)."""
+        # The latest group, created after g, that eqn reads from: g would have to wait for it.
+        until = None
+        for base, _, _ in reads:
+            h = self.prod.get(base)
+            if h is not None and h.id > g.id and (until is None or h.first > until):
+                until = h.first
+        if until is None:
+            return False
+        # g's inputs computed in the program that would otherwise die before `until`.
+        kept = sum(_nbytes(v) for v in g.inputs
+                   if v in self.prod and self.last_use.get(v, -1) < until)
+        if kept < DELAY_MIN_BYTES:
+            return False
+        saved = sum(_nbytes(v) for v in set(eqn.invars) if isinstance(v, Var) and v in g.full)
+        return kept - saved >= DELAY_MIN_BYTES
 
     def _join(self, g, eqn, kind, axes, reads):
         g.eqns.append(eqn)
@@ -314,6 +361,16 @@ class _Fuser:
             name = "fusion_" + "_".join(e.primitive.name for e in g.eqns[:3])
             eqns.append(Equation(fused_kernel_p, ins, outs, {"program": sub, "name": name}))
         return with_eqns(self.prog, eqns)
+
+
+def _nbytes(v):
+    try:
+        n = np.dtype(v.aval.dtype).itemsize
+        for d in v.aval.shape:
+            n *= int(d) if isinstance(d, (int, np.integer)) else _UNKNOWN_BYTES
+        return min(n, _UNKNOWN_BYTES)
+    except (TypeError, AttributeError):
+        return _UNKNOWN_BYTES
 
 
 def _topological(eqns, ins):
