@@ -231,8 +231,6 @@ class InProcessComm:
         finally:
             self._leave(key, rv)
 
-    _session = session
-
     def _meet(self, ctx, axes, payload, op, local=None):
         devs, rank = ctx.group(axes)
         seq = ctx.next_seq(devs)
@@ -299,7 +297,7 @@ class InProcessComm:
                 raise echo_failure(rv.failure) from None
             if rv.error is not None:
                 raise CollectiveMismatch(f"{rv.error}; flight recorder dumps: "
-                                    f"{flight_recorder.dump_dir()}") from None
+                                         f"{flight_recorder.dump_dir()}") from None
             if self._failed is not None:
                 raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})") from None
             missing = [d for d, s in zip(devs, rv.slots) if s is None]
@@ -330,7 +328,7 @@ class InProcessComm:
         if n == 1:
             return finish_reduce(x.copy(), op, 1, x.dtype)
         out = pooled_empty(x.shape, x.dtype)
-        with self._session(ctx, axes, (x, out), x, "all_reduce", op=op) as (rv, rank):
+        with self.session(ctx, axes, (x, out), x, "all_reduce", op=op) as (rv, rank):
             fn = reduce_ufunc(op)
             acc_dt = accumulation_dtype(x.dtype, op)
             flat = [s[0].reshape(-1) for s in rv.slots]
@@ -372,7 +370,7 @@ class InProcessComm:
         if len(devs) == 1:
             return np.array(x) if tiled else np.expand_dims(x, axis).copy()
         x = np.asarray(x)
-        with self._session(ctx, axes, x, x, "all_gather", uneven=axis if tiled else None,
+        with self.session(ctx, axes, x, x, "all_gather", uneven=axis if tiled else None,
                            axis=axis, tiled=tiled) as (rv, _):
             parts = list(rv.slots)
             return np.concatenate(parts, axis) if tiled else np.stack(parts, axis)
@@ -384,7 +382,7 @@ class InProcessComm:
         if n == 1:
             out = x if tiled else np.take(x, 0, axis=dim)
             return finish_reduce(np.array(out), op, 1, x.dtype)
-        with self._session(ctx, axes, x, x, "reduce_scatter", op=op, dim=dim,
+        with self.session(ctx, axes, x, x, "reduce_scatter", op=op, dim=dim,
                            tiled=tiled) as (rv, rank):
             if tiled:
                 lo, hi = chunk_bounds(x.shape[dim], n, rank)
@@ -403,7 +401,7 @@ class InProcessComm:
         x = np.asarray(x)
         if n == 1:
             return np.array(x) if tiled else np.array(x)
-        with self._session(ctx, axes, x, x, "all_to_all",
+        with self.session(ctx, axes, x, x, "all_to_all",
                            uneven=(split_axis, concat_axis) if tiled else None,
                            split_axis=split_axis, concat_axis=concat_axis,
                            tiled=tiled) as (rv, rank):
@@ -422,7 +420,7 @@ class InProcessComm:
         if len(devs) == 1:
             src = next((s for s, d in perm if d == rank), None)
             return np.zeros_like(x) if src is None else np.array(x)
-        with self._session(ctx, axes, x, x, "ppermute", perm=perm) as (rv, rank):
+        with self.session(ctx, axes, x, x, "ppermute", perm=perm) as (rv, rank):
             src = next((s for s, d in perm if d == rank), None)
             if src is None:
                 return np.zeros_like(x)
@@ -433,7 +431,7 @@ class InProcessComm:
         if len(devs) == 1:
             return np.array(x)
         x = np.asarray(x)
-        with self._session(ctx, axes, x, x, "broadcast", root=root) as (rv, rank):
+        with self.session(ctx, axes, x, x, "broadcast", root=root) as (rv, rank):
             return np.array(rv.slots[root])
 
 
