@@ -370,3 +370,21 @@ def test_automatic_vocabulary_blocks_compiled(monkeypatch, voc, opts):
     tan = st.jvp(fused, (h, w, b), (h, w * 0.5, b))[1]
     _close(tan, st.jvp(unfused, (h, w, b), (h, w * 0.5, b))[1])
 
+
+
+@pytest.mark.parametrize("chunk", [None, (3, 3), (1, 1), (5, 4)])
+def test_infinite_and_tied_logits_across_vocabulary_blocks(chunk):
+    """A row whose logits are +-inf in several vocabulary blocks: the blocks' equal infinite
+    maxima merge without inf - inf (loss inf, as unfused, not NaN); exact ties between blocks
+    (duplicated weight rows split across blocks) give the softmax gradient."""
+    rng = np.random.default_rng(11)
+    w = snp.asarray(rng.normal(size=(8, 4)).astype(np.float32))
+    h = snp.asarray(np.array([[np.nan, 1, 2, 3], [1, 2, 3, 4], [np.inf, 0, 0, 0]], np.float32))
+    t = snp.asarray([1, 2, 3])
+    _close(LCE(h, w, t, reduction="none", chunk_size=chunk),
+           _unfused(h, w, None, t, reduction="none"))
+    w2 = snp.asarray(np.repeat(rng.normal(size=(3, 4)).astype(np.float32), 2, axis=0))
+    h2 = snp.asarray(rng.normal(size=(5, 4)).astype(np.float32))
+    t2 = snp.asarray([0, 1, 2, 3, 4])
+    g = st.grad(lambda w: LCE(h2, w, t2, chunk_size=chunk))(w2)
+    _close(g, st.grad(lambda w: _unfused(h2, w, None, t2))(w2))

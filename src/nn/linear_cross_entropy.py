@@ -138,8 +138,10 @@ def _merge(acc, s):
     """Combines the statistics of two vocabulary blocks (online softmax)."""
     m, r, mc, rc = acc["m"], acc["r"], s["m"], s["r"]
     hi = mc > m
-    # The exponent is chosen before exp, so neither branch overflows (no inf * 0 in reverse).
-    f = snp.exp(snp.where(hi, m - mc, mc - m))
+    # The exponent is chosen before exp, so neither branch overflows (no inf * 0 in reverse);
+    # two blocks whose maximum is the same infinity scale each other by 1 (inf - inf is NaN)
+    d = snp.where(hi, m - mc, mc - m)
+    f = snp.exp(snp.where((m == mc) & snp.isinf(m), 0.0, d))
     out = {"m": snp.where(hi, mc, m), "r": snp.where(hi, (1.0 + r) * f + rc, r + (1.0 + rc) * f)}
     for key in s:
         if key not in out:
