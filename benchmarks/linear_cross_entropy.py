@@ -21,9 +21,9 @@ Peers not importable here run under ``$STARLING_PEER_PYTHON`` (benchmarks/harnes
 Method (``harness.measure_peak``, as benchmarks/compile_memory.py): the worker builds the
 inputs, reads the resident set size (VmRSS) as the baseline, runs one warm-up call (compilation
 included; only its loss is kept), resets the kernel's peak-RSS mark, times ``--calls`` calls
-(results dropped after each) and reads the peak (VmHWM); ``--rounds`` repeats the whole table with the contenders
-interleaved (a shared machine's load moves between rounds): a row shows the best time and the
-largest peak over the rounds. "peak MiB" = peak RSS during the timed calls minus the
+(results dropped after each) and reads the peak (VmHWM); ``--rounds`` repeats the whole table
+with the contenders interleaved (a shared machine's load moves between rounds): a row shows the
+best time and the largest peak over the rounds. "peak MiB" = peak RSS during the timed calls minus the
 baseline: the memory a steady call needs beyond its inputs, outputs (the gradients, 1/8 of it
 the weight's gradient) included. Times are the best single call in ms. Ratios are against
 ``starling:unfused-compiled`` (mem ratio = unfused / contender: > 1 means less memory; time

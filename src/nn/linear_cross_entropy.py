@@ -245,15 +245,15 @@ def _chunk_stats(h, w, b, t, q, cfg):
         z = _logits(h, w, b, cfg)
         return z, _block_stats(z, 0, t, q, cfg)
 
-    def stats(v0, wj, bj, qj, _=None):
+    def stats(v0, wj, bj, qj):
         return _block_stats(_logits(h, wj, bj, cfg), v0, t, qj, cfg)
     size, n, rem = _blocks(cfg)
-    s = stats(*_block(cfg, 0, size, w, b, q, None))
+    s = stats(*_block(cfg, 0, size, w, b, q, None)[:4])
     if n > 1:
-        s = scan(lambda s, x: (_merge(s, stats(*x)), ()), s, _stacked(cfg, 1, w, b, q, None),
-                 length=n - 1)[0]
+        s = scan(lambda s, x: (_merge(s, stats(*x)), ()), s,
+                 _stacked(cfg, 1, w, b, q, None)[:4], length=n - 1)[0]
     if rem:
-        s = _merge(s, stats(*_block(cfg, n * size, cfg.n_classes, w, b, q, None)))
+        s = _merge(s, stats(*_block(cfg, n * size, cfg.n_classes, w, b, q, None)[:4]))
     return None, s
 
 

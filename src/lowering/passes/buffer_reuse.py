@@ -81,6 +81,7 @@ from ...core.ir import Equation, Program, Var, is_effectful
 from ..fused import fused_kernel_p
 from ..fused_matmul import fused_matmul_p, split
 from .fusion import REDUCE_PRIMITIVES, VIEW_PRIMITIVES
+from .util import nbytes as _nbytes
 
 DEFAULT_MIN_BYTES = 1 << 16
 # Native kernels, launched with ``k.run(sizes, outs, ...)``: their outputs can be planned.
@@ -454,7 +455,7 @@ def _in_place_ok(sub, i, j):
     dx, do = np.dtype(x.aval.dtype), np.dtype(o.aval.dtype)
     if dx.kind == "c" or do.kind == "c" or dx.itemsize != do.itemsize:
         return False
-    if _nelems(x.aval.shape) != _nelems(o.aval.shape):
+    if not _same_size(_nbytes(x.aval), _nbytes(o.aval)):    # item sizes are equal
         return False
     seen = {x}                       # x and its order-keeping views
     for e in sub.eqns:
@@ -478,30 +479,8 @@ def _in_place_ok(sub, i, j):
     return bool(seen & needed)
 
 
-def _nelems(shape):
-    try:
-        return int(np.prod([int(d) for d in shape]))
-    except TypeError:                # symbolic dims
-        return tuple(str(d) for d in shape)
-
 
 # ---- sizes (static ints or symbolic dims) --------------------------------------------------------
-
-def _nbytes(aval):
-    """Size in bytes: an int, a sympy expression for symbolic dims, or None (unknown dtype)."""
-    try:
-        total = np.dtype(aval.dtype).itemsize
-    except TypeError:
-        return None
-    for d in aval.shape:
-        if isinstance(d, (int, np.integer)):
-            total = total * int(d)
-        elif hasattr(d, "expr"):
-            total = total * d.expr
-        else:
-            return None
-    return total
-
 
 def _size_key(size):
     """A dict key equal for equal sizes: the int, or the expanded symbolic expression."""

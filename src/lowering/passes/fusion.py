@@ -36,12 +36,10 @@ from __future__ import annotations
 
 import heapq
 
-import numpy as np
-
 from ...core.ir import Equation, Literal, Program, Var, inline_calls, is_effectful
 from ..fused import fused_kernel_p
 from .dce import dce
-from .util import map_subprograms, with_eqns
+from .util import map_subprograms, nbytes, with_eqns
 
 ELEMENTWISE, REDUCE, VIEW = "elementwise", "reduce", "view"
 # An equation the backend runs as a kernel of its own (e.g. gather / scatter): one group, which
@@ -364,13 +362,8 @@ class _Fuser:
 
 
 def _nbytes(v):
-    try:
-        n = np.dtype(v.aval.dtype).itemsize
-        for d in v.aval.shape:
-            n *= int(d) if isinstance(d, (int, np.integer)) else _UNKNOWN_BYTES
-        return min(n, _UNKNOWN_BYTES)
-    except (TypeError, AttributeError):
-        return _UNKNOWN_BYTES
+    n = nbytes(v.aval)
+    return n if isinstance(n, int) else _UNKNOWN_BYTES
 
 
 def _topological(eqns, ins):

@@ -1,6 +1,8 @@
 """Helpers shared by the passes: rebuilding Programs and walking sub-Programs."""
 from __future__ import annotations
 
+import numpy as np
+
 from ...core.ir import Equation, Literal, Program
 
 
@@ -31,3 +33,20 @@ def map_subprograms(eqn: Equation, fn) -> Equation:
 def is_literal(v) -> bool:
     """True for a Literal operand (as opposed to a Var)."""
     return isinstance(v, Literal)
+
+
+def nbytes(aval):
+    """Size in bytes of a value of ``aval``: an int, a sympy expression for symbolic dims, or
+    None (unknown dtype or dims)."""
+    try:
+        total = np.dtype(aval.dtype).itemsize
+    except TypeError:
+        return None
+    for d in aval.shape:
+        if isinstance(d, (int, np.integer)):
+            total = total * int(d)
+        elif hasattr(d, "expr"):
+            total = total * d.expr
+        else:
+            return None
+    return total
