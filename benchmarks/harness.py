@@ -23,6 +23,10 @@ import subprocess
 import sys
 import time
 
+# Pause before each worker's round: the previous worker's pool threads (OpenMP, Eigen, ours) may
+# still be spinning on both cores for a while after their call returned, which would be timed
+# against whoever runs next.
+SETTLE_SECONDS = 0.25
 PEER_PYTHON = os.environ.get("STARLING_PEER_PYTHON", "/work/venvs/perf/bin/python")
 
 
@@ -144,6 +148,7 @@ def measure(workers, rounds):
     times = {name: [] for name in workers}
     for _ in range(rounds):
         for name, w in list(workers.items()):
+            time.sleep(SETTLE_SECONDS)
             try:
                 times[name].append(w.time(w.reps))
             except TimeoutError as e:

@@ -2,7 +2,7 @@
 
 Common passes (``PASSES``, every backend): inline_custom_calls (staged custom_jvp / custom_vjp
 calls run their function: no derivative is taken after lowering), simplify, constant_folding,
-cse, dce. A backend then
+simplify again (on the folded constants), cse, dce. A backend then
 runs its own list on the result; the cpp backend's (``cpp.cpp_passes``), in order:
 
 1. complex_decompose: complex arithmetic -> real / imaginary float computations;
@@ -33,6 +33,9 @@ PASSES = [
     ("inline_custom_calls", inline_custom_calls),
     ("simplify", simplify),
     ("constant_folding", constant_folding),
+    # again: folding makes Literals (``x * (1 / n)`` -> ``x * c``, ``broadcast(c)``) that the
+    # identities and the scalar operands rule apply to
+    ("simplify_folded", simplify),
     ("cse", cse),
     ("dce", dce),
 ]

@@ -67,6 +67,25 @@ extern "C" void st_flex_fwd(void* const* ptrs, const int64_t* sz, double scale_d
                 KB = sz[13];
   const int64_t nqb = (L + QB - 1) / QB, nkb = (S + KB - 1) / KB, G = Hq / Hk;
   const T scale = (T)scale_d, ninf = -st_inf(T(0));
+  // K transposed once per (batch, kv head), (E, S) row-major: the scores' GEMM then packs its
+  // key panels from contiguous rows instead of transposing K again for every query block.
+  // Without the memory it reads K in place (same results: the products are the same sums).
+  T* kt = (T*)malloc(sizeof(T) * (__SIZE_TYPE__)(Bk * Hk * S * E > 0 ? Bk * Hk * S * E : 1));
+  if (kt) {
+    st_par(Bk * Hk * ((S + 63) / 64), 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t w = lo; w < hi; ++w) {
+        const int64_t bh = w / ((S + 63) / 64), s0 = (w %% ((S + 63) / 64)) * 64;
+        const int64_t s1 = s0 + 64 < S ? s0 + 64 : S;
+        const T* src = k + bh * S * E;
+        T* dst = kt + bh * E * S;
+        for (int64_t e0 = 0; e0 < E; e0 += 16) {
+          const int64_t e1 = e0 + 16 < E ? e0 + 16 : E;
+          for (int64_t s = s0; s < s1; ++s)
+            for (int64_t e = e0; e < e1; ++e) dst[e * S + s] = src[s * E + e];
+        }
+      }
+    });
+  }
   st_par(B * Hq * nqb, 1, [&](int64_t lo, int64_t hi) {
     T* st = (T*)st_scratch(0, (int64_t)sizeof(T) * (QB * KB + 2 * QB * Ev + 2 * QB));
     T* pv = st + QB * KB;
@@ -92,8 +111,13 @@ extern "C" void st_flex_fwd(void* const* ptrs, const int64_t* sz, double scale_d
         if (kbi < 0 || kbi >= nkb) continue;
         const int64_t kv0 = kbi * KB, cols = KB < S - kv0 ? KB : S - kv0;
         const uint8_t* tile = partial ? pm + (mrow * P + t) * QB * KB : 0;
-        const int64_t d1[8] = {rows, cols, E, E, 1, 1, E, 0};
-        st_gemm(d1, qp, kbase + kv0 * E, st, KB, 0, rows, 0);
+        if (kt) {
+          const int64_t d1[8] = {rows, cols, E, E, 1, S, 1, 0};
+          st_gemm(d1, qp, kt + (bk * Hk + hk) * E * S + kv0, st, KB, 0, rows, 0);
+        } else {
+          const int64_t d1[8] = {rows, cols, E, E, 1, 1, E, 0};
+          st_gemm(d1, qp, kbase + kv0 * E, st, KB, 0, rows, 0);
+        }
         for (int64_t r = 0; r < rows; ++r) {
           T* sr = st + r * KB;
           const int32_t qi = (int32_t)(q0 + r), bb = (int32_t)b, hh = (int32_t)h;
@@ -144,6 +168,7 @@ extern "C" void st_flex_fwd(void* const* ptrs, const int64_t* sz, double scale_d
       }
     }
   });
+  free(kt);
 }
 """
 

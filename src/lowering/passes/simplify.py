@@ -1,15 +1,21 @@
 """Algebraic simplification: identities that are exact in IEEE arithmetic.
 
-``x * 1``, ``1 * x``, ``x / 1`` (real dtypes only: for complex a NaN/inf part spreads), ``x - 0``, ``x + (-0.0)`` (and ``x + 0`` for integers: for floats
-``-0.0 + 0.0`` is ``+0.0``, so that one is not an identity), ``negative(negative(x))``, boolean
+``x * 1``, ``1 * x``, ``x / 1`` (real dtypes only: for complex a NaN/inf part spreads), ``x - 0``,
+``x + (-0.0)`` (and ``x + 0`` for integers: for floats ``-0.0 + 0.0`` is ``+0.0``, so that one
+is an identity only where ``x`` provably holds no -0.0, e.g. a contraction's result, which is a
+sum started from +0.0), ``negative(negative(x))``, boolean
 ``x & True`` and ``x | False`` (also where the constant is an ``x & False`` / ``x | True``, as the
 JVP rules of max / min / clamp make against a scalar), and no-op ``convert_element_type`` /
 ``reshape`` / ``transpose`` / ``broadcast_in_dim``. A rewrite
-only applies when the replacement has the same shape, dtype and weak type.
+only applies when the replacement has the same shape, dtype and weak type. An elementwise
+operand that is a broadcast of a scalar Literal becomes the Literal (elementwise operands
+broadcast; a kernel reads a constant instead of a materialised array).
 
 A real float32/float64 ``dot_general`` that is an outer product (contracting dims of size 1, as
 vmap(grad) makes for per-example weight gradients) becomes an elementwise multiply, with a
-following ``transpose`` of it folded in (see outer_product.py).
+following ``transpose`` of it folded in (see outer_product.py). A sum of zero pads of pieces that
+do not overlap (the gradient of slicing an array into parts) becomes one ``concatenate`` of the
+pieces (see pad_sum.py).
 """
 from __future__ import annotations
 
@@ -17,6 +23,7 @@ import numpy as np
 
 from ...core.ir import Literal, Program
 from .outer_product import outer_product_eqns
+from .pad_sum import pad_sum_eqns
 from .util import map_subprograms, with_eqns
 
 
@@ -50,6 +57,63 @@ def _bool_const(v, producers, depth=8):
     return None
 
 
+# Results that are never -0.0: a contraction is a sum that starts from +0.0 (so +0.0 + -0.0 = +0.0
+# ends any sum of zeros), x + +0.0 turns -0.0 into +0.0, abs and exp have no negative results,
+# and a conversion from an integer or bool makes +0.0 of 0. Views and conversions between
+# floating types keep the property of their operand.
+_NO_NEGATIVE_ZERO = frozenset({"dot_general", "abs", "exp", "iota"})
+_SIGN_VIEWS = frozenset({"transpose", "reshape", "squeeze", "broadcast_in_dim", "slice", "rev",
+                         "concatenate"})
+
+
+def _no_negative_zero(v, producers, depth=16):
+    """True when ``v`` provably holds no -0.0 (so ``v + 0.0`` is ``v`` bit for bit); complex
+    values never qualify."""
+    kind = np.dtype(v.aval.dtype).kind
+    if kind in "biu":
+        return True
+    if kind != "f":
+        return False
+    if isinstance(v, Literal):
+        a = np.asarray(v.val)
+        return not bool(np.any((a == 0) & np.signbit(a)))
+    eqn = producers.get(v)
+    if eqn is None or depth == 0:
+        return False
+    name = eqn.primitive.name
+    if name in _NO_NEGATIVE_ZERO:
+        return True
+    if name == "add":
+        return any(_lit_equals(x, 0, negzero=False) for x in eqn.invars)   # real: kind "f"
+    if name == "convert_element_type":
+        src = eqn.invars[0].aval.dtype
+        if np.dtype(src).kind in "biu":
+            return True
+    elif name not in _SIGN_VIEWS:
+        return False
+    return all(_no_negative_zero(x, producers, depth - 1) for x in eqn.invars)
+
+
+def _scalar_operands(invars, outvars, producers):
+    """An elementwise equation's operands with each broadcast of a scalar Literal replaced by
+    the Literal, while another operand still has the result's shape (elementwise operands
+    broadcast): a backend then reads a constant instead of a materialised array of copies."""
+    if len(outvars) != 1:
+        return invars
+    shape = tuple(outvars[0].aval.shape)
+    new = list(invars)
+    for i, v in enumerate(invars):
+        eqn = producers.get(v) if not isinstance(v, Literal) else None
+        if (eqn is not None and eqn.primitive.name == "broadcast_in_dim"
+                and isinstance(eqn.invars[0], Literal) and eqn.invars[0].aval.shape == ()
+                and eqn.invars[0].aval.dtype == v.aval.dtype
+                and eqn.invars[0].aval.weak_type == v.aval.weak_type
+                and any(not isinstance(x, Literal) and tuple(x.aval.shape) == shape
+                        for j, x in enumerate(new) if j != i)):
+            new[i] = eqn.invars[0]
+    return new
+
+
 def _same_type(a, b):
     # weak_type too: dropping a strong cast of a weak value would change later promotions
     return (tuple(a.aval.shape) == tuple(b.aval.shape) and a.aval.dtype == b.aval.dtype
@@ -75,7 +139,8 @@ def _rewrite(eqn, producers):
     elif name == "add":
         is_int = out is not None and out.aval.dtype.kind in "iu"
         for x, c in ((ins[0], ins[1]), (ins[1], ins[0])):
-            if _lit_equals(c, 0, negzero=None if is_int else True):
+            if _lit_equals(c, 0, negzero=None if is_int else True) or (
+                    _lit_equals(c, 0, negzero=False) and _no_negative_zero(x, producers)):
                 cand = x
                 break
     elif name in ("logical_and", "logical_or") and out is not None and \
@@ -129,11 +194,13 @@ def _outer(eqn, outer, uses, eqns):
 def simplify(prog: Program) -> Program:
     """``prog`` with exact algebraic identities applied (see module docstring)."""
     rename, producers, eqns = {}, {}, []
-    uses = {}
+    uses, feeds_add = {}, set()
     for eqn in prog.eqns:
         for v in eqn.invars:
             if not isinstance(v, Literal):
                 uses[v] = uses.get(v, 0) + 1
+                if eqn.primitive.name == "add":
+                    feeds_add.add(v)
     for v in prog.outvars:
         if not isinstance(v, Literal):
             uses[v] = uses.get(v, 0) + 1
@@ -142,10 +209,18 @@ def simplify(prog: Program) -> Program:
     for eqn in prog.eqns:
         eqn = map_subprograms(eqn, simplify)
         invars = [v if isinstance(v, Literal) else rename.get(v, v) for v in eqn.invars]
+        if eqn.primitive.family == "elementwise":
+            invars = _scalar_operands(invars, eqn.outvars, producers)
         eqn = type(eqn)(eqn.primitive, invars, eqn.outvars, eqn.params)
         new = _outer(eqn, outer, uses, eqns)
+        if new is None and eqn.primitive.name == "add":
+            out = eqn.outvars[0]
+            new = pad_sum_eqns(eqn, producers, uses, out in feeds_add and uses.get(out) == 1,
+                               lambda v: _no_negative_zero(v, producers))
         if new is not None:
             eqns.extend(new)
+            for e in new:
+                producers.update((v, e) for v in e.outvars)
             rename[eqn.outvars[0]] = new[-1].outvars[0]
             continue
         if not eqn.primitive.multiple_results:
