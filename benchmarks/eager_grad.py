@@ -14,8 +14,8 @@ Each contender runs in its own process; the driver runs ``--rounds`` rounds, ask
 in turn for a batch of steps of about 0.3 s, so background load hits all alike, and reports the
 median steps/s over the rounds (and the best), per wall-clock second and per CPU second of the
 process (on a busy machine the wall clock mostly measures the scheduler), with the machine's
-load average before and after. ``--threads N`` sets OPENBLAS/OMP/MKL_NUM_THREADS and torch's
-thread count in every process (default 1: on a busy machine a second BLAS thread mostly waits
+load average before and after. ``--threads N`` sets OPENBLAS/OMP/MKL_NUM_THREADS, Starling's pool
+(STARLING_NUM_THREADS) and torch's thread count in every process (default 1: on a busy machine a second BLAS thread mostly waits
 for a core).
 
 ``--baseline NAME=DIR`` (repeatable) adds ``starling eager [NAME]``: the same step importing
@@ -38,6 +38,7 @@ import numpy as np
 # the same MLP, data and step size as benchmarks/models.py's MLP case (this folder is on
 # sys.path when a benchmark runs as a script)
 from models import BATCH, LR, SIZES, mlp_data as _data  # noqa: E402,F401
+import harness  # noqa: E402
 
 
 def _starling():
@@ -130,7 +131,7 @@ def main():
         return
     n = str(args.threads)
     base = dict(os.environ, OPENBLAS_NUM_THREADS=n, OMP_NUM_THREADS=n, MKL_NUM_THREADS=n,
-                EAGER_GRAD_THREADS=n)
+                STARLING_NUM_THREADS=n, EAGER_GRAD_THREADS=n)
     envs = {"starling eager": dict(base, STARLING_EAGER_CACHE="1"),
             "starling re-tracing": dict(base, STARLING_EAGER_CACHE="0"),
             "torch eager": base}
@@ -146,7 +147,9 @@ def main():
           f"{load0[0]:.1f} {load0[1]:.1f} {load0[2]:.1f}); {args.rounds} interleaved rounds")
     procs = {}
     for name in envs:
-        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--worker",
+        # torch from the peers' venv when this one lacks it (harness.interpreter)
+        py = harness.interpreter("torch" if name.startswith("torch") else None) or sys.executable
+        p = subprocess.Popen([py, os.path.abspath(__file__), "--worker",
                               "starling eager" if name.startswith("starling eager") else name],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                              env=envs[name])

@@ -1,100 +1,88 @@
 """Matmul epilogue fusion on the cpp backend: ``relu(x @ W + b)`` fused vs unfused, with peers.
 
-For each size (M x K x N, float32) it times, interleaved round by round (best of the rounds):
+Cases (M x K x N, float32; time per call): ``mlp`` 128 x 784 x 512 (an MLP layer's forward) and
+``large`` 4096 x 1024 x 1024. Contenders:
 
-* ``starling fused``    the cpp backend with epilogue fusion: one kernel, BLAS per row block and
-                        the bias + relu applied to each block while it is in cache;
-* ``starling unfused``  the same with ``STARLING_CPP_EPILOGUE=0``: np.matmul then a fused kernel;
-* ``starling fused, <bytes> blocks`` other block sizes (``cpp_gemm.BLOCK_BYTES``), with
-  ``--blocks``;
-* ``numpy`` (``np.matmul`` + in-place add / maximum), ``jax.jit`` and ``torch.compile`` when
-  installed.
+* ``starling-fused``    compiled: one kernel, Starling's GEMM per row block and the bias + relu
+                        applied to each block while it is in cache (src/lowering/backends/
+                        cpp_gemm.py); ``STARLING_GEMM_BLOCK_BYTES`` sets the block size;
+* ``starling-unfused``  the same with ``STARLING_CPP_EPILOGUE=0``: the GEMM, then a fused kernel;
+* ``numpy``             ``np.matmul`` (its BLAS) + in-place add / maximum into one buffer;
+* ``jax-jit``, ``torch-compile`` when installed (here or in ``$STARLING_PEER_PYTHON``).
 
-Prints ms per call and ratios against ``starling fused`` (>1: fused is faster).
-Run: ``python benchmarks/epilogue_fusion.py [--quick] [--blocks]``.
+Every contender runs in its own process, rounds interleaved (benchmarks/harness.py); per
+contender the median and best round and the ratio to ``starling-fused`` (>1: fused is faster);
+a contender whose checksum differs is not timed. Run: ``python benchmarks/epilogue_fusion.py
+[--quick] [--cases mlp,large]``.
 """
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 import numpy as np
 
-import starling as st
-import starling.numpy as snp
-from starling.lowering.backends import cpp_gemm
+import harness
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compile_cpu import interleaved, jax, jnp, table, torch, _torch_compile  # noqa: E402
-
-SIZES = ((128, 784, 512), (4096, 1024, 1024))
+CASES = {"mlp": (128, 784, 512), "large": (4096, 1024, 1024)}
+CONTENDERS = ["starling-fused", "starling-unfused", "numpy", "jax-jit", "torch-compile"]
+MODULES = {"numpy": "numpy", "jax-jit": "jax", "torch-compile": "torch"}
 
 
-def layer(x, w, b):
-    return snp.maximum(x @ w + b, 0.0)
-
-
-def _compiled(fused, block_bytes=None):
-    os.environ["STARLING_CPP_EPILOGUE"] = "1" if fused else "0"
-    old = cpp_gemm.BLOCK_BYTES
-    if block_bytes:
-        cpp_gemm.BLOCK_BYTES = block_bytes
-    try:
-        f = st.compile(layer, backend="cpp")
-        return f
-    finally:
-        cpp_gemm.BLOCK_BYTES = old
-        os.environ.pop("STARLING_CPP_EPILOGUE", None)
-
-
-def bench(M, K, N, rounds, blocks):
+def data(case):
+    M, K, N = CASES[case]
     rng = np.random.default_rng(0)
-    xn = rng.standard_normal((M, K), dtype=np.float32)
-    wn = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
-    bn = rng.standard_normal(N, dtype=np.float32)
-    x, w, b = snp.asarray(xn), snp.asarray(wn), snp.asarray(bn)
-    want = np.maximum(xn.astype(np.float64) @ wn + bn, 0)
-    res = {}
-    variants = {"starling fused": _compiled(True), "starling unfused": _compiled(False)}
-    if blocks:
-        for nb in (1 << 20, 4 << 20):
-            variants[f"starling fused, {nb >> 10} KiB blocks"] = _compiled(True, nb)
-    for name, f in variants.items():
-        f(x, w, b)   # compile now, with this variant's settings
-        np.testing.assert_allclose(np.asarray(f(x, w, b)), want, rtol=1e-3, atol=1e-3)
-        res[name] = (lambda f=f: f(x, w, b))
-    tmp = np.empty((M, N), np.float32)
+    return (rng.standard_normal((M, K), dtype=np.float32),
+            (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32),
+            rng.standard_normal(N, dtype=np.float32))
 
-    def numpy_layer():
-        np.matmul(xn, wn, out=tmp)
-        np.add(tmp, bn, out=tmp)
-        return np.maximum(tmp, 0, out=tmp)
-    res["numpy (in place)"] = numpy_layer
-    if jax is not None:
+
+def make(name, case):
+    """run() -> the layer's output as a NumPy array (computed, ready)."""
+    xn, wn, bn = data(case)
+    if name.startswith("starling"):
+        # read when the function is compiled (first call), in this worker process only
+        os.environ["STARLING_CPP_EPILOGUE"] = "1" if name == "starling-fused" else "0"
+        import starling as st
+        import starling.numpy as snp
+        f = st.compile(lambda x, w, b: snp.maximum(x @ w + b, 0.0), backend="cpp")
+        x, w, b = snp.asarray(xn), snp.asarray(wn), snp.asarray(bn)
+        return lambda: np.asarray(f(x, w, b))
+    if name == "numpy":
+        tmp = np.empty((xn.shape[0], wn.shape[1]), np.float32)
+
+        def run():
+            np.matmul(xn, wn, out=tmp)
+            np.add(tmp, bn, out=tmp)
+            return np.maximum(tmp, 0, out=tmp)
+        return run
+    if name == "jax-jit":
+        import jax
+        import jax.numpy as jnp
         jx, jw, jb = jnp.asarray(xn), jnp.asarray(wn), jnp.asarray(bn)
         jf = jax.jit(lambda x, w, b: jnp.maximum(x @ w + b, 0.0))
-        res["jax.jit"] = lambda: jf(jx, jw, jb).block_until_ready()
-    if torch is not None:
+        return lambda: np.asarray(jax.block_until_ready(jf(jx, jw, jb)))
+    if name == "torch-compile":
+        import torch
         tx, tw, tb = torch.from_numpy(xn), torch.from_numpy(wn), torch.from_numpy(bn)
-        tf = _torch_compile(lambda x, w, b: torch.relu(x @ w + b), tx, tw, tb)
-        if tf is not None:
-            res["torch.compile"] = lambda: tf(tx, tw, tb)
-    return interleaved(res, rounds, min_time=0.3)
+        tf = torch.compile(lambda x, w, b: torch.relu(x @ w + b))
+        return lambda: tf(tx, tw, tb).numpy()
+    raise SystemExit(f"unknown contender {name}")
+
+
+def worker(name, case):
+    harness.serve(make(name, case), lambda out: float(np.asarray(out, np.float64).sum()))
+
+
+def run_case(case, rounds, round_time):
+    contenders = {n: MODULES.get(n) for n in CONTENDERS}
+    times = harness.run_interleaved(__file__, case, contenders, rounds, round_time,
+                                    "starling-fused")
+    M, K, N = CASES[case]
+    harness.report(f"{case}: relu(x @ W + b), float32, {M}x{K}x{N}", times, "starling-fused")
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="fewer rounds")
-    ap.add_argument("--blocks", action="store_true", help="also time other block sizes")
-    args = ap.parse_args()
-    rounds = 3 if args.quick else 7
-    lib = cpp_gemm.blas()
-    print(f"matmul epilogue fusion (cpu count {os.cpu_count()}; BLAS "
-          f"{lib.symbol if lib else 'none'}; block {cpp_gemm.BLOCK_BYTES >> 10} KiB)")
-    for M, K, N in SIZES:
-        r = bench(M, K, N, rounds, args.blocks)
-        table(f"relu(x @ W + b), float32, {M}x{K}x{N}", r, "ms", 1e3)
+    harness.main(__doc__, CASES, run_case, worker)
 
 
 if __name__ == "__main__":
