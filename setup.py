@@ -11,7 +11,7 @@ ext_modules = [
     Pybind11Extension(
         "starling._native",
         sources=["native/module.cpp", "native/philox.cpp", "native/pool.cpp", "native/gemm.cpp",
-                 "native/jacobi.cpp"],
+                 "native/jacobi.cpp", "native/buffers.cpp"],
         include_dirs=["native"],
         cxx_std=17,
         extra_compile_args=["-O3", "-pthread", "-fno-math-errno"],  # errno of libm is never read,

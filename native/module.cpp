@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "buffers.h"
 #include "gemm.h"
 #include "jacobi.h"
 #include "philox.h"
@@ -238,6 +239,42 @@ py::tuple jacobi_svd(py::array a, bool full_matrices, bool compute_uv) {
   return py::make_tuple(u, s, vh, sweeps);
 }
 
+constexpr const char* kBufferCapsule = "starling.kernel_buffer";   // src/lowering/buffers.py
+
+void release_buffer(PyObject* cap) {
+  void* p = PyCapsule_GetPointer(cap, kBufferCapsule);
+  if (p) starling::buffers::put(p, reinterpret_cast<uintptr_t>(PyCapsule_GetContext(cap)));
+}
+
+// An uninitialised C-contiguous array; one of buffers::kMinBytes or more takes a recycled block
+// (buffers.h) that goes back to the pool when the array dies.
+py::array empty(const py::sequence& dims, const py::dtype& dt) {
+  if (dt.attr("hasobject").cast<bool>()) {
+    throw py::type_error("empty: object dtypes need initialised memory; use numpy.empty");
+  }
+  std::vector<int64_t> shape;
+  size_t n = static_cast<size_t>(dt.itemsize());
+  for (const auto& item : dims) {
+    const int64_t d = item.cast<int64_t>();
+    if (d < 0) throw py::value_error("empty: negative dimension in shape");
+    shape.push_back(d);
+    if (__builtin_mul_overflow(n, static_cast<size_t>(d), &n) ||
+        n > static_cast<size_t>(PTRDIFF_MAX)) {
+      throw py::value_error("empty: array is too big (its byte size overflows)");
+    }
+  }
+  if (n < starling::buffers::kMinBytes) return py::array(dt, shape);
+  void* p = starling::buffers::get(n);
+  if (!p) throw std::bad_alloc();
+  PyObject* cap = PyCapsule_New(p, kBufferCapsule, release_buffer);
+  if (!cap) {
+    starling::buffers::put(p, n);
+    throw py::error_already_set();
+  }
+  PyCapsule_SetContext(cap, reinterpret_cast<void*>(static_cast<uintptr_t>(n)));
+  return py::array(dt, shape, p, py::reinterpret_steal<py::object>(cap));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -276,6 +313,10 @@ PYBIND11_MODULE(_native, m) {
           py::array probe(dt, std::vector<int64_t>{0});
           return starling::jacobi::lanes(jacobi_dtype("jacobi_lanes", probe));
         }, py::arg("dtype"), "Matrices per SIMD chunk of the Jacobi kernels for a dtype.");
+  m.def("empty", &empty, py::arg("shape"), py::arg("dtype"),
+        "empty(shape, dtype): an uninitialised C-contiguous array; blocks of 1 MiB and more are "
+        "recycled (native/buffers.h), so a large result allocated on every call of a loop "
+        "reuses warm pages instead of faulting fresh ones in.");
   m.def("gemm_isa", &starling::gemm::isa, "Instruction set of the GEMM kernels in use.");
   m.def("available_cpus", &starling::pool::available_cpus,
         "CPUs this process may use: the affinity mask, capped by a cgroup CPU quota.");
@@ -294,6 +335,8 @@ PYBIND11_MODULE(_native, m) {
     d["st_scratch"] = reinterpret_cast<uintptr_t>(&st_scratch);
     d["st_sgemm"] = reinterpret_cast<uintptr_t>(&st_sgemm);
     d["st_dgemm"] = reinterpret_cast<uintptr_t>(&st_dgemm);
+    d["st_buffer_get"] = reinterpret_cast<uintptr_t>(&st_buffer_get);
+    d["st_buffer_put"] = reinterpret_cast<uintptr_t>(&st_buffer_put);
     return d;
   }, "Addresses of the C entry points handed to generated kernel libraries.");
 }

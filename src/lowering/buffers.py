@@ -6,8 +6,9 @@ into a dead or donated buffer. Before a buffer is actually overwritten, the sche
 
 * the object is an ``np.ndarray`` (not a NumPy scalar or subclass), C-contiguous, aligned and
   writeable, of the expected size in bytes;
-* it owns its memory: ``base`` is None (NumPy allocated it), or ``base`` is a kernel-pool capsule
-  of the cpp launcher (a PyCapsule named ``starling.kernel_buffer``), or ``base`` is an ndarray
+* it owns its memory: ``base`` is None (NumPy allocated it), or ``base`` is the capsule of a
+  recycled buffer (native/buffers.h: a PyCapsule named ``starling.kernel_buffer``, made by
+  ``starling._native.empty`` or the cpp launcher), or ``base`` is an ndarray
   that itself satisfies this rule and is referenced by nothing but this view;
 * nothing else references it: its reference count (``sys.getrefcount``) equals the count of an
   array held by exactly one name. Every NumPy view of an array holds a reference to the array
@@ -51,7 +52,7 @@ _CAPSULE_TYPE = _capsule_type()
 
 
 def is_pool_capsule(obj) -> bool:
-    """True when ``obj`` is the capsule owning a cpp kernel-pool buffer."""
+    """True when ``obj`` is the capsule owning a recycled buffer (native/buffers.h)."""
     return type(obj) is _CAPSULE_TYPE and bool(_capsule_is_valid(obj, _POOL_CAPSULE))
 
 

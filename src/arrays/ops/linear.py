@@ -143,7 +143,7 @@ def _native_dot(lhs, rhs, dimension_numbers, out_shape):
                         tuple(s // item for s in rhs.strides), dimension_numbers)
     if desc is None:
         return None
-    out = np.empty(out_shape, lhs.dtype)
+    out = _native.empty(out_shape, lhs.dtype)   # large results: recycled warm pages
     if out.size:
         _native.gemm(lhs, rhs, out, desc)
     return out

@@ -24,8 +24,9 @@ Launcher API (the extension's ``Kernel`` type and ``CtypesKernel`` alike), built
   position (elementwise kernels); the caller decides that.
 * Attributes: ``name``, ``nin``, ``nout``, ``nsizes``.
 
-Large outputs come from a small pool of recycled buffers (warm pages). The extension is
-compiled once per machine (Python / NumPy headers, same disk cache as the kernels). When it
+Large outputs come from Starling's pool of recycled buffers (warm pages, native/buffers.h). The
+extension is compiled once per machine (Python / NumPy headers, same disk cache as the
+kernels). When it
 cannot be built (no Python headers) ``launcher()`` returns None and kernels are launched
 through ctypes instead (``CtypesKernel``, same API, slower).
 """
@@ -41,6 +42,7 @@ import sysconfig
 
 import numpy as np
 
+from ... import _native
 from .. import cache
 
 logger = logging.getLogger("starling.lowering")
@@ -53,54 +55,28 @@ _SOURCE = r"""
 #include <numpy/arrayobject.h>
 #include <string.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 typedef void (*st_kernel_fn)(void* const*);
 
-/* A small pool of large output buffers. Outputs >= ST_POOL_MIN bytes are allocated here and
-   returned to the pool when their array dies, so a compiled function called in a loop reuses
-   warm pages instead of paying a fresh mmap + page faults per call (glibc maps blocks this
-   large on every malloc). Protected by the GIL. */
+/* Large outputs come from Starling's recycled-buffer pool (native/buffers.h: blocks of 1 MiB
+   and more go back to it when their array dies, so a compiled function called in a loop reuses
+   warm pages instead of a fresh mapping + page faults per call). Its entry points are handed
+   over by set_buffers right after this module is loaded; until then plain allocations. */
 #define ST_POOL_MIN ((size_t)1 << 20)
-#define ST_POOL_SLOTS 16
-#define ST_POOL_MAX_BYTES ((size_t)1 << 30)
-static struct { size_t size; void* ptr; } st_pool[ST_POOL_SLOTS];
-static int st_npool = 0;
-static size_t st_pool_bytes = 0;
+typedef void* (*st_buf_get_t)(size_t);
+typedef void (*st_buf_put_t)(void*, size_t);
+static st_buf_get_t st_buf_get = NULL;
+static st_buf_put_t st_buf_put = NULL;
 
 static void* st_pool_get(size_t size) {
-  for (int i = st_npool - 1; i >= 0; --i) {
-    if (st_pool[i].size == size) {
-      void* p = st_pool[i].ptr;
-      st_pool[i] = st_pool[--st_npool];
-      st_pool_bytes -= size;
-      return p;
-    }
-  }
+  if (st_buf_get) return st_buf_get(size);
   void* p = NULL;
-  size_t align = size >= ((size_t)4 << 20) ? ((size_t)2 << 20) : 64;
-  if (posix_memalign(&p, align, size) != 0) return NULL;
-#ifdef MADV_HUGEPAGE
-  if (size >= ((size_t)4 << 20)) madvise(p, size, MADV_HUGEPAGE);
-#endif
-  return p;
+  return posix_memalign(&p, 64, size ? size : 1) == 0 ? p : NULL;
 }
 
 static void st_pool_put(void* p, size_t size) {
-  if (st_pool_bytes + size > ST_POOL_MAX_BYTES || size > ST_POOL_MAX_BYTES / 2) {
-    free(p);
-    return;
-  }
-  if (st_npool == ST_POOL_SLOTS) {  /* evict the oldest entry */
-    free(st_pool[0].ptr);
-    st_pool_bytes -= st_pool[0].size;
-    memmove(&st_pool[0], &st_pool[1], sizeof(st_pool[0]) * (ST_POOL_SLOTS - 1));
-    --st_npool;
-  }
-  st_pool[st_npool].size = size;
-  st_pool[st_npool].ptr = p;
-  ++st_npool;
-  st_pool_bytes += size;
+  if (st_buf_put) st_buf_put(p, size);
+  else free(p);
 }
 
 static void st_capsule_free(PyObject* cap) {
@@ -432,32 +408,19 @@ static PyObject* make_kernel(PyObject* self, PyObject* args) {
   return (PyObject*)k;
 }
 
-/* empty(shape, typenum): an uninitialised C-contiguous array; large ones from the pool. */
-static PyObject* st_empty(PyObject* self, PyObject* args) {
-  PyObject* shape;
-  int type;
-  if (!PyArg_ParseTuple(args, "O!i", &PyTuple_Type, &shape, &type)) return NULL;
-  Py_ssize_t nd = PyTuple_GET_SIZE(shape);
-  if (nd > ST_MAX_ND) {
-    PyErr_Format(PyExc_ValueError, "empty: at most %d dims, got %zd", ST_MAX_ND, nd);
-    return NULL;
-  }
-  npy_intp dims[ST_MAX_ND];
-  for (Py_ssize_t i = 0; i < nd; ++i) {
-    dims[i] = (npy_intp)PyLong_AsSsize_t(PyTuple_GET_ITEM(shape, i));
-    if (dims[i] < 0) {
-      if (!PyErr_Occurred())
-        PyErr_SetString(PyExc_ValueError, "empty: negative dimension");
-      return NULL;
-    }
-  }
-  return st_new_output((int)nd, dims, type);
+/* set_buffers(get_addr, put_addr): the recycled-buffer pool's entry points (native/buffers.h). */
+static PyObject* st_set_buffers(PyObject* self, PyObject* args) {
+  unsigned long long get, put;
+  if (!PyArg_ParseTuple(args, "KK", &get, &put)) return NULL;
+  st_buf_get = (st_buf_get_t)(uintptr_t)get;
+  st_buf_put = (st_buf_put_t)(uintptr_t)put;
+  Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
   {"make_kernel", make_kernel, METH_VARARGS,
    "make_kernel(addr, in_types, out_specs, release, name, nsizes)"},
-  {"empty", st_empty, METH_VARARGS, "empty(shape, typenum)"},
+  {"set_buffers", st_set_buffers, METH_VARARGS, "set_buffers(get_addr, put_addr)"},
   {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_starling_launcher", NULL, -1,
@@ -496,6 +459,8 @@ def launcher():
         spec = importlib.util.spec_from_file_location("_starling_launcher", path, loader=loader)
         module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
+        sym = _native.runtime_symbols()
+        module.set_buffers(sym["st_buffer_get"], sym["st_buffer_put"])
         return module
     except Exception as e:  # noqa: BLE001  (any failure: use the ctypes path)
         logger.info("starling.lowering: native kernel launcher unavailable (%s); using ctypes",
@@ -504,17 +469,14 @@ def launcher():
 
 
 def empty(shape, dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array of ``shape`` / ``dtype`` (a NumPy dtype with a type
-    number of its own; others, such as bfloat16, come from ``np.empty``). Blocks of 1 MiB and
-    more come from the launcher's pool of recycled buffers (see the module docstring), so a
-    result allocated anew on every call of a loop reuses warm pages; ``np.empty`` maps blocks
-    above 32 MiB afresh each time and faults them in page by page. Without the launcher it is
-    ``np.empty``."""
-    mod = launcher()
+    """An uninitialised C-contiguous array of ``shape`` / ``dtype``: ``starling._native.empty``,
+    whose blocks of 1 MiB and more are recycled (native/buffers.h), so a result allocated anew
+    on every call of a loop reuses warm pages (``np.empty`` maps such blocks afresh and faults
+    them in page by page). Object dtypes come from ``np.empty``."""
     dt = np.dtype(dtype)
-    if mod is None or dt.num >= 256 or dt.byteorder == ">" or dt.hasobject:
+    if dt.hasobject:
         return np.empty(shape, dt)
-    return mod.empty(tuple(int(d) for d in shape), dt.num)
+    return _native.empty([int(d) for d in shape], dt)
 
 
 class CtypesKernel:
@@ -540,7 +502,7 @@ class CtypesKernel:
             raise TypeError(f"starling kernel {self.name} takes {self.nsizes} runtime sizes; "
                             "launch it with k.run(sizes, outs, *inputs)")
         ins = self._inputs(bufs)
-        outs = tuple(np.empty(shape, dt) for dt, shape in self.out_specs)
+        outs = tuple(empty(shape, dt) for dt, shape in self.out_specs)
         ptrs = self.argv(*[a.ctypes.data for a in ins], *[o.ctypes.data for o in outs], None)
         self.fn(ptrs)
         return outs
@@ -575,11 +537,11 @@ def _checked_output(name, j, o, dt, want):
         return TypeError(f"starling kernel {name}: output {j} {what} (expected a C-contiguous, "
                          f"aligned, writeable {dt} array of shape {want}, a shape tuple or None)")
     if o is None:
-        return np.empty(want, dt)
+        return empty(want, dt)
     if type(o) is tuple:
         if o != want or not all(type(d) is int for d in o):
             raise bad(f"was given the shape {o!r}")
-        return np.empty(want, dt)
+        return empty(want, dt)
     if not isinstance(o, np.ndarray):
         raise bad(f"is a {type(o).__name__}")
     problem = None
