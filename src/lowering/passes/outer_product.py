@@ -21,11 +21,13 @@ or float64 dtype (complex products and low-precision accumulation are not plain 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...core.avals import ShapedArray
-from ...core.ir import Equation, Literal, Var
-from ...core.primitive import Primitive
+from ...core.ir import Literal
+from .util import emit
 
 
 def outer_product_eqns(dot_eqn, perm=None):
@@ -61,12 +63,7 @@ def outer_product_eqns(dot_eqn, perm=None):
         out_shape = tuple(out_shape[p] for p in perm)
     eqns = []
 
-    def op(name, ins, **params):
-        prim = Primitive.registry[name]
-        aval = prim.abstract_eval(*[v.aval for v in ins], **params)
-        v = Var(ShapedArray(aval.shape, aval.dtype, False))
-        eqns.append(Equation(prim, list(ins), [v], params))
-        return v
+    op = functools.partial(emit, eqns)
 
     def layout(x, shape, src):
         # The contracting dims have size 1, so once the used dims are in result order the rest is

@@ -15,11 +15,13 @@ interior padding, no cropping, the (strong) dtype of the sum, and no other use.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ...core.avals import ShapedArray
-from ...core.ir import Equation, Literal, Var
-from ...core.primitive import Primitive
+from ...core.ir import Literal
+from .util import emit
 
 
 def _terms(v, producers, uses, depth=64):
@@ -93,12 +95,7 @@ def pad_sum_eqns(eqn, producers, uses, consumer_is_add, no_negative_zero):
     dt = np.dtype(out.aval.dtype)
     eqns = []
 
-    def op(name, ins, **params):
-        prim = Primitive.registry[name]
-        aval = prim.abstract_eval(*[v.aval for v in ins], **params)
-        v = Var(ShapedArray(aval.shape, aval.dtype, False))
-        eqns.append(Equation(prim, list(ins), [v], params))
-        return v
+    op = functools.partial(emit, eqns)
 
     zero = Literal(dt.type(0), ShapedArray((), dt, False))
 

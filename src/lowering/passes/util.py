@@ -1,9 +1,11 @@
-"""Helpers shared by the passes: rebuilding Programs and walking sub-Programs."""
+"""Helpers shared by the passes: rebuilding Programs, emitting equations, walking sub-Programs."""
 from __future__ import annotations
 
 import numpy as np
 
-from ...core.ir import Equation, Literal, Program
+from ...core.avals import ShapedArray
+from ...core.ir import Equation, Literal, Program, Var
+from ...core.primitive import Primitive
 
 
 def with_eqns(prog: Program, eqns, outvars=None) -> Program:
@@ -28,6 +30,16 @@ def map_subprograms(eqn: Equation, fn) -> Equation:
     if not changed:
         return eqn
     return Equation(eqn.primitive, eqn.invars, eqn.outvars, params)
+
+
+def emit(eqns, name, ins, **params):
+    """Appends the equation ``name(*ins, **params)`` to ``eqns`` and returns its result Var
+    (aval from the primitive's abstract evaluation, strongly typed)."""
+    prim = Primitive.registry[name]
+    aval = prim.abstract_eval(*[v.aval for v in ins], **params)
+    v = Var(ShapedArray(aval.shape, aval.dtype, False))
+    eqns.append(Equation(prim, list(ins), [v], params))
+    return v
 
 
 def is_literal(v) -> bool:
