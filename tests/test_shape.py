@@ -289,6 +289,18 @@ def test_concatenate_promotes_dtypes():
     np.testing.assert_array_equal(snp.concatenate([[1, 2], [3]]), [1, 2, 3])
 
 
+def test_concatenate_result_is_c_ordered_for_transposed_inputs():
+    # NumPy follows its inputs' memory order; kernels reading the result would copy it first
+    from starling.arrays.ops.shape_lax import concatenate_p
+    base = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 4, 3)
+    parts = [np.transpose(base, (0, 2, 1)), np.transpose(base + 100, (0, 2, 1))]
+    out = concatenate_p.impl(*parts, dimension=1)
+    assert out.flags.c_contiguous
+    np.testing.assert_array_equal(out, np.concatenate(parts, axis=1))
+    got = snp.concatenate([snp.asarray(p) for p in parts], axis=2)
+    np.testing.assert_array_equal(got, np.concatenate(parts, axis=2))
+
+
 def test_pad_constant_cast_like_numpy():
     x = np.arange(3, dtype=np.int32)
     np.testing.assert_array_equal(snp.pad(snp.asarray(x), 1, constant_values=1.7),

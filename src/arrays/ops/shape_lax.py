@@ -517,7 +517,16 @@ def _concat_abstract(*xs, dimension):
     return ShapedArray(tuple(shape), first.dtype, all(x.weak_type for x in xs))
 
 
-concatenate_p.impl = lambda *xs, dimension: np.concatenate(xs, axis=dimension)
+def _concat_impl(*xs, dimension):
+    # Always C order: NumPy would follow transposed inputs' memory order, and every kernel or
+    # GEMM that reads the result would then copy it first.
+    xs = [np.asarray(x) for x in xs]
+    shape = list(xs[0].shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return np.concatenate(xs, axis=dimension, out=np.empty(shape, np.result_type(*xs)))
+
+
+concatenate_p.impl = _concat_impl
 concatenate_p.abstract_eval = _concat_abstract
 concatenate_p.weak_type = lambda *w, dimension: all(w)
 
