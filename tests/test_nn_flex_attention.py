@@ -102,13 +102,17 @@ def test_matches_dense_reference(case, backend, mod):
         close(got, w)
 
 
-def test_document_mask_captured_array_and_no_mask():
-    doc = np.repeat(np.arange(4), [5, 17, 1, 9])
+# (document lengths, BLOCK_SIZE): lengths that are not a multiple of the block size too (the
+# mask indexes an array of exactly L document ids: padded positions must never reach it)
+@pytest.mark.parametrize("sizes, block", [((5, 17, 1, 9), 8), ((5, 17, 1, 10), 8),
+                                          ((50, 50, 50, 50), (64, 32))])
+def test_document_mask_captured_array_and_no_mask(sizes, block):
+    doc = np.repeat(np.arange(4), sizes)
     docs = snp.asarray(doc)
     L = doc.size
     q, k, v = rnd(1, 2, L, 4, seed=1), rnd(1, 2, L, 4, seed=2), rnd(1, 2, L, 4, seed=3)
     bm = create_block_mask(lambda b, h, i, j: (docs[i] == docs[j]) & (i >= j), None, None,
-                           L, L, BLOCK_SIZE=8)
+                           L, L, BLOCK_SIZE=block)
     mask = (doc[:, None] == doc[None, :]) & np.tril(np.ones((L, L), bool))
     for opts in (CO, None):
         close(flex_attention(q, k, v, block_mask=bm, kernel_options=opts),

@@ -73,8 +73,13 @@ def _bh(op, name, n):
     return n
 
 
-def _mask_values(mask_mod, b, h, q_idx, kv_idx, shape, op):
-    out = snp.asarray(mask_mod(b, h, q_idx, kv_idx))
+def _mask_values(mask_mod, b, h, q_idx, kv_idx, shape, op, lengths):
+    # Indices of the block-padded grid past the sequences are clamped to the last position, so
+    # mask_mod only ever sees real positions (it may index arrays of length Q_LEN / KV_LEN);
+    # callers mask the padded positions out.
+    q_len, kv_len = lengths
+    out = snp.asarray(mask_mod(b, h, snp.minimum(q_idx, q_len - 1),
+                               snp.minimum(kv_idx, kv_len - 1)))
     if out.dtype != snp.bool_:
         raise TypeError(f"{op}: mask_mod must return booleans, got {out.dtype}")
     return snp.broadcast_to(out, shape)
@@ -229,7 +234,7 @@ def _partial_tiles(m):
     kv = (snp.reshape(m.kv_indices, (Bm, Hm, nqb, P, 1, 1)) * kb
           + snp.reshape(snp.arange(kb, dtype=snp.int32), (1, 1, 1, 1, 1, kb)))
     shape = (Bm, Hm, nqb, P, qb, kb)
-    return _mask_values(m.mask_mod, b, h, q, kv, shape, "flex_attention") & (kv < S)
+    return _mask_values(m.mask_mod, b, h, q, kv, shape, "flex_attention", (L, S)) & (kv < S)
 
 
 def create_mask(mask_mod, B, H, Q_LEN, KV_LEN):  # noqa: N803 (PyTorch's names)
@@ -239,7 +244,8 @@ def create_mask(mask_mod, B, H, Q_LEN, KV_LEN):  # noqa: N803 (PyTorch's names)
     h = snp.reshape(snp.arange(H, dtype=snp.int32), (1, H, 1, 1))
     q = snp.reshape(snp.arange(Q_LEN, dtype=snp.int32), (1, 1, Q_LEN, 1))
     kv = snp.reshape(snp.arange(KV_LEN, dtype=snp.int32), (1, 1, 1, KV_LEN))
-    return _mask_values(mask_mod, b, h, q, kv, (B, H, Q_LEN, KV_LEN), "create_mask")
+    return _mask_values(mask_mod, b, h, q, kv, (B, H, Q_LEN, KV_LEN), "create_mask",
+                        (Q_LEN, KV_LEN))
 
 
 def _sorted_lists(sel):
@@ -267,7 +273,9 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None,  # noqa: N803 
         mask_mod: ``mask_mod(b, h, q_idx, kv_idx) -> bool`` written with ``starling.numpy``
             operations; called with broadcastable int32 index arrays (so it must act
             elementwise: comparisons, arithmetic, ``where``, indexing captured arrays with the
-            indices), True where query ``q_idx`` may attend to key ``kv_idx``.
+            indices), True where query ``q_idx`` may attend to key ``kv_idx``. It only ever
+            sees indices below ``Q_LEN`` / ``KV_LEN`` (the block-padded grid's extra positions
+            are clamped, and their values ignored).
         B, H: batch and heads of the mask, or None for a mask broadcast over them.
         Q_LEN, KV_LEN: query / key sequence lengths.
         device: accepted for PyTorch compatibility (ignored).
@@ -298,9 +306,10 @@ def create_block_mask(mask_mod, B, H, Q_LEN, KV_LEN, device=None,  # noqa: N803 
     for c0 in range(0, nqb, step):
         q = snp.reshape(q_all[c0:c0 + step], (1, 1, -1, qb, 1, 1))
         shape = (B, H, q.shape[2], qb, nkb, kb)
-        m = _mask_values(mask_mod, b, h, q, kv6, shape, op)
-        anys.append(snp.any(m & in_kv, axis=(3, 5)))
-        alls.append(snp.all(m | ~in_kv, axis=(3, 5)))
+        m = _mask_values(mask_mod, b, h, q, kv6, shape, op, (Q_LEN, KV_LEN))
+        real = in_kv & (q < Q_LEN)   # padded positions count as neither visible nor hidden
+        anys.append(snp.any(m & real, axis=(3, 5)))
+        alls.append(snp.all(m | ~real, axis=(3, 5)))
     any_ = snp.concatenate(anys, axis=2)
     full = snp.concatenate(alls, axis=2)
     partial = any_ & ~full
