@@ -148,3 +148,17 @@ def test_merged_heads_are_placed_before_the_merge(cut):
     xs = snp.asarray(x)
     _same_bits(eval_program(out, [], xs)[0], eval_program(prog, [], xs)[0])
     _compiled_matches(st.grad(loss), [x], st.grad(loss)(xs))
+
+
+def test_pieces_from_products_that_underflow_keep_their_add():
+    # the cotangent of x[:2] is a product whose terms underflow: it can be -0.0, and the sum of
+    # pads gives +0.0 there (eager and compiled must agree)
+    def loss(x, w):
+        a = x[:2].astype(np.float64)
+        return snp.sum(a @ w) + snp.sum(x[2:] * 2.0)
+
+    x = np.ones(4, np.float32)
+    w = np.full((2, 2), -1e-300, np.float64)
+    want = st.grad(loss)(snp.asarray(x), snp.asarray(w))
+    _same_bits(want, np.array([0.0, 0.0, 2.0, 2.0], np.float32))
+    _same_bits(st.compile(st.grad(loss))(x, w), want)

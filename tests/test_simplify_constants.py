@@ -1,6 +1,7 @@
 """Simplify's rules about constants (src/lowering/passes/simplify.py): ``x + 0.0`` is ``x`` only
-where ``x`` holds no -0.0 (-0.0 + 0.0 is +0.0): the add is dropped after a contraction, exp,
-abs, an integer conversion (and views of them) and kept elsewhere; checked bit for bit (sign of
+where ``x`` holds no -0.0 (-0.0 + 0.0 is +0.0): the add is dropped after exp, abs, an integer
+conversion (and views and widening conversions of them) and kept elsewhere (products whose
+terms underflow, narrowing conversions); checked bit for bit (sign of
 zero, NaN) against the unsimplified Program, on inputs that make -0.0. Broadcast scalar
 constants read by elementwise equations become Literals."""
 from __future__ import annotations
@@ -23,6 +24,12 @@ B = np.array([[-0.0, 2.0, 1.0], [1.0, -0.0, -1.0], [0.0, 4.0, -0.0]], np.float32
 I = np.array([[0, -1, 2], [3, 0, 0], [1, 1, -2]], np.int32)
 
 
+def _tiny_row(a):
+    # (1, 2) of -3e-30, -0.5e-30 made from the input (not folded away): times 1e-30 the terms
+    # underflow and the product's sum can round to -0.0
+    return snp.stack([a[2, 1], -snp.abs(a[2, 2])])[None, :] * 1e-30
+
+
 def _bits(x):
     x = np.asarray(x)
     return np.where(np.isnan(x), np.float32(np.nan), x).view(np.int32)
@@ -31,9 +38,15 @@ def _bits(x):
 # (name, f, dropped): True: no add is left; False / None: one add is left (the user's, or None:
 # another that makes the user's redundant)
 CASES = [
-    ("dot", lambda a, b, i: a @ b + 0.0, True),
-    ("dot_transposed", lambda a, b, i: (a @ b).T + 0.0, True),
-    ("dot_reshaped_slice", lambda a, b, i: snp.reshape(a @ b, (9,))[2:7] + 0.0, True),
+    # a product's sum ends at -0.0 when its terms underflow (TINY below), so its add stays
+    ("dot", lambda a, b, i: a @ b + 0.0, False),
+    ("dot_transposed", lambda a, b, i: (a @ b).T + 0.0, False),
+    ("dot_underflow", lambda a, b, i: _tiny_row(a) @ (snp.ones((2, 1), np.float32) * 1e-30)
+     + 0.0, False),
+    ("narrowing", lambda a, b, i: (a.astype(np.float64) * -1e-300).astype(np.float32) + 0.0,
+     False),
+    ("widening_of_exp", lambda a, b, i: snp.exp(a).astype(np.float64) + 0.0, True),
+    ("exp_reshaped_slice", lambda a, b, i: snp.reshape(snp.exp(a), (9,))[2:7] + 0.0, True),
     # an outer product becomes multiply + add 0.0 (outer_product.py); the user's add goes
     ("k_is_one", lambda a, b, i: a[:, :1] @ b[:1, :] + 0.0, None),
     ("exp", lambda a, b, i: snp.exp(-a * 1e3) + 0.0, True),

@@ -8,8 +8,8 @@ the pieces laid end to end, with zeros in the gaps: one ``concatenate`` writes t
 
 Exactness: at each position the sum adds one piece's value to zeros, i.e. ``x + 0.0``, which
 turns ``-0.0`` into ``+0.0``; the rewrite keeps that ``add 0.0`` on each floating piece (fused into
-the kernel that produces the piece; left out where the piece has no -0.0, e.g. a product's
-result), so the result has the same bits, NaN and inf included.
+the kernel that produces the piece; left out where the piece provably has no -0.0), so the
+result has the same bits, NaN and inf included.
 The rewrite applies only when every term is a pad with the literal padding value +0, no
 interior padding, no cropping, the (strong) dtype of the sum, and no other use.
 """

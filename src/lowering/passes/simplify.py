@@ -2,8 +2,8 @@
 
 ``x * 1``, ``1 * x``, ``x / 1`` (real dtypes only: for complex a NaN/inf part spreads), ``x - 0``,
 ``x + (-0.0)`` (and ``x + 0`` for integers: for floats ``-0.0 + 0.0`` is ``+0.0``, so that one
-is an identity only where ``x`` provably holds no -0.0, e.g. a contraction's result, which is a
-sum started from +0.0), ``negative(negative(x))``, boolean
+is an identity only where ``x`` provably holds no -0.0, e.g. ``exp``'s or ``abs``'s result),
+``negative(negative(x))``, boolean
 ``x & True`` and ``x | False`` (also where the constant is an ``x & False`` / ``x | True``, as the
 JVP rules of max / min / clamp make against a scalar), and no-op ``convert_element_type`` /
 ``reshape`` / ``transpose`` / ``broadcast_in_dim``. A rewrite
@@ -57,11 +57,12 @@ def _bool_const(v, producers, depth=8):
     return None
 
 
-# Results that are never -0.0: a contraction is a sum that starts from +0.0 (so +0.0 + -0.0 = +0.0
-# ends any sum of zeros), x + +0.0 turns -0.0 into +0.0, abs and exp have no negative results,
-# and a conversion from an integer or bool makes +0.0 of 0. Views and conversions between
-# floating types keep the property of their operand.
-_NO_NEGATIVE_ZERO = frozenset({"dot_general", "abs", "exp", "iota"})
+# Results that are never -0.0 (round to nearest): exp and abs have no negative results, and a
+# conversion from an integer or bool makes +0.0 of 0; x + (+0.0) turns -0.0 into +0.0. Views and
+# widening float conversions keep the property of their operand. (A contraction's result is not
+# among them: a sum whose terms underflow ends at -0.0 when an FMA rounds a tiny negative
+# value; a narrowing conversion rounds a tiny negative value to -0.0.)
+_NO_NEGATIVE_ZERO = frozenset({"abs", "exp", "iota"})
 _SIGN_VIEWS = frozenset({"transpose", "reshape", "squeeze", "broadcast_in_dim", "slice", "rev",
                          "concatenate"})
 
@@ -86,9 +87,11 @@ def _no_negative_zero(v, producers, depth=16):
     if name == "add":
         return any(_lit_equals(x, 0, negzero=False) for x in eqn.invars)   # real: kind "f"
     if name == "convert_element_type":
-        src = eqn.invars[0].aval.dtype
-        if np.dtype(src).kind in "biu":
+        src = np.dtype(eqn.invars[0].aval.dtype)
+        if src.kind in "biu":
             return True
+        if src.kind != "f" or src.itemsize >= np.dtype(v.aval.dtype).itemsize:
+            return False   # narrowing (or same-size) float conversions may round to -0.0
     elif name not in _SIGN_VIEWS:
         return False
     return all(_no_negative_zero(x, producers, depth - 1) for x in eqn.invars)
