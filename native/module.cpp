@@ -248,14 +248,25 @@ void release_buffer(PyObject* cap) {
 
 // An uninitialised C-contiguous array; one of buffers::kMinBytes or more takes a recycled block
 // (buffers.h) that goes back to the pool when the array dies.
-py::array empty(const py::sequence& dims, const py::dtype& dt) {
+py::array empty(const py::object& dims, const py::object& dtype) {
+  const py::dtype dt = py::dtype::from_args(dtype);   // anything numpy.dtype() takes
   if (dt.attr("hasobject").cast<bool>()) {
     throw py::type_error("empty: object dtypes need initialised memory; use numpy.empty");
   }
+  const py::tuple seq = PyLong_Check(dims.ptr()) ? py::make_tuple(dims) : py::tuple(dims);
   std::vector<int64_t> shape;
   size_t n = static_cast<size_t>(dt.itemsize());
-  for (const auto& item : dims) {
-    const int64_t d = item.cast<int64_t>();
+  for (const auto& item : seq) {
+    if (!PyLong_Check(item.ptr()) && !PyIndex_Check(item.ptr())) {
+      throw py::type_error("empty: shape must hold ints, got " +
+                           std::string(py::str(py::type::of(item).attr("__name__"))));
+    }
+    const int64_t d = PyLong_AsLongLong(py::reinterpret_steal<py::object>(
+        PyNumber_Index(item.ptr())).ptr());
+    if (d == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw py::value_error("empty: a dimension does not fit in 64 bits");
+    }
     if (d < 0) throw py::value_error("empty: negative dimension in shape");
     shape.push_back(d);
     if (__builtin_mul_overflow(n, static_cast<size_t>(d), &n) ||

@@ -60,7 +60,16 @@ def test_many_live_and_freed_blocks_stay_distinct():
     assert all(np.all(a == -i) for i, a in enumerate(more))
 
 
+def test_shape_and_dtype_like_numpy_empty():
+    assert _native.empty(5, np.float32).shape == (5,)
+    assert _native.empty((np.int64(2), 3), "float64").dtype == np.float64
+    assert _native.empty([], None).dtype == np.float64
+
+
 @pytest.mark.parametrize("shape, dtype, err, match", [
+    ((2.5,), np.float32, TypeError, "shape must hold ints"),
+    (("a",), np.float32, TypeError, "shape must hold ints"),
+    ((2 ** 64,), np.float32, ValueError, "64 bits"),
     ((-1, 3), np.float32, ValueError, "negative dimension"),
     ((2 ** 62, 8), np.float32, ValueError, "too big"),
     ((2 ** 40, 2 ** 40), np.uint8, ValueError, "too big"),
