@@ -324,6 +324,7 @@ PYBIND11_MODULE(_native, m) {
           py::array probe(dt, std::vector<int64_t>{0});
           return starling::jacobi::lanes(jacobi_dtype("jacobi_lanes", probe));
         }, py::arg("dtype"), "Matrices per SIMD chunk of the Jacobi kernels for a dtype.");
+  m.attr("BUFFER_MIN_BYTES") = starling::buffers::kMinBytes;
   m.def("empty", &empty, py::arg("shape"), py::arg("dtype"),
         "empty(shape, dtype): an uninitialised C-contiguous array; blocks of 1 MiB and more are "
         "recycled (native/buffers.h), so a large result allocated on every call of a loop "

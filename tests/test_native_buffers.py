@@ -92,3 +92,18 @@ def test_eager_products_and_compiled_outputs_use_the_pool():
     compiled = np.asarray(st.compile(lambda a, b: a @ b)(x, w))
     for got in (out, eager, compiled):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_compiled_kernel_outputs_come_from_the_same_pool():
+    f = st.compile(lambda a: snp.sin(a) * 2)
+    x = np.linspace(-3, 3, 512 * 1024, dtype=np.float32).reshape(512, 1024)
+    first = f(x)
+    assert is_pool_capsule(first._buf.base)
+    addr = first._buf.ctypes.data
+    want = np.sin(x.astype(np.float64)) * 2
+    np.testing.assert_allclose(np.asarray(first), want, rtol=1e-6, atol=1e-6)
+    del first
+    gc.collect()
+    again = f(x)   # the freed block is handed out again, its contents rewritten
+    assert again._buf.ctypes.data == addr
+    np.testing.assert_allclose(np.asarray(again), want, rtol=1e-6, atol=1e-6)

@@ -61,23 +61,13 @@ typedef void (*st_kernel_fn)(void* const*);
 /* Large outputs come from Starling's recycled-buffer pool (native/buffers.h: blocks of 1 MiB
    and more go back to it when their array dies, so a compiled function called in a loop reuses
    warm pages instead of a fresh mapping + page faults per call). Its entry points are handed
-   over by set_buffers right after this module is loaded; until then plain allocations. */
-#define ST_POOL_MIN ((size_t)1 << 20)
+   over by set_buffers right after this module is loaded; until then (st_pool_min at its
+   maximum) every output is NumPy's. */
 typedef void* (*st_buf_get_t)(size_t);
 typedef void (*st_buf_put_t)(void*, size_t);
-static st_buf_get_t st_buf_get = NULL;
-static st_buf_put_t st_buf_put = NULL;
-
-static void* st_pool_get(size_t size) {
-  if (st_buf_get) return st_buf_get(size);
-  void* p = NULL;
-  return posix_memalign(&p, 64, size ? size : 1) == 0 ? p : NULL;
-}
-
-static void st_pool_put(void* p, size_t size) {
-  if (st_buf_put) st_buf_put(p, size);
-  else free(p);
-}
+static st_buf_get_t st_pool_get = NULL;
+static st_buf_put_t st_pool_put = NULL;
+static size_t st_pool_min = (size_t)-1;   /* smallest recycled block (buffers::kMinBytes) */
 
 static void st_capsule_free(PyObject* cap) {
   void* p = PyCapsule_GetPointer(cap, "starling.kernel_buffer");
@@ -90,7 +80,7 @@ static PyObject* st_new_output(int nd, npy_intp* dims, int type) {
   if (!d) return NULL;
   size_t n = (size_t)PyDataType_ELSIZE(d);
   for (int i = 0; i < nd; ++i) n *= (size_t)dims[i];
-  if (n < ST_POOL_MIN) {
+  if (n < st_pool_min) {
     Py_DECREF(d);
     return PyArray_SimpleNew(nd, dims, type);
   }
@@ -408,19 +398,21 @@ static PyObject* make_kernel(PyObject* self, PyObject* args) {
   return (PyObject*)k;
 }
 
-/* set_buffers(get_addr, put_addr): the recycled-buffer pool's entry points (native/buffers.h). */
+/* set_buffers(get_addr, put_addr, min_bytes): the recycled-buffer pool's entry points and its
+   smallest recycled block (native/buffers.h). */
 static PyObject* st_set_buffers(PyObject* self, PyObject* args) {
-  unsigned long long get, put;
-  if (!PyArg_ParseTuple(args, "KK", &get, &put)) return NULL;
-  st_buf_get = (st_buf_get_t)(uintptr_t)get;
-  st_buf_put = (st_buf_put_t)(uintptr_t)put;
+  unsigned long long get, put, min_bytes;
+  if (!PyArg_ParseTuple(args, "KKK", &get, &put, &min_bytes)) return NULL;
+  st_pool_get = (st_buf_get_t)(uintptr_t)get;
+  st_pool_put = (st_buf_put_t)(uintptr_t)put;
+  st_pool_min = (size_t)min_bytes;
   Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
   {"make_kernel", make_kernel, METH_VARARGS,
    "make_kernel(addr, in_types, out_specs, release, name, nsizes)"},
-  {"set_buffers", st_set_buffers, METH_VARARGS, "set_buffers(get_addr, put_addr)"},
+  {"set_buffers", st_set_buffers, METH_VARARGS, "set_buffers(get_addr, put_addr, min_bytes)"},
   {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_starling_launcher", NULL, -1,
@@ -460,7 +452,7 @@ def launcher():
         module = importlib.util.module_from_spec(spec)
         loader.exec_module(module)
         sym = _native.runtime_symbols()
-        module.set_buffers(sym["st_buffer_get"], sym["st_buffer_put"])
+        module.set_buffers(sym["st_buffer_get"], sym["st_buffer_put"], _native.BUFFER_MIN_BYTES)
         return module
     except Exception as e:  # noqa: BLE001  (any failure: use the ctypes path)
         logger.info("starling.lowering: native kernel launcher unavailable (%s); using ctypes",

@@ -84,7 +84,7 @@ def pad_sum_eqns(eqn, producers, uses, consumer_is_add, no_negative_zero):
     # Pieces that are reshapes merging dims (heads x head_dim -> model dim) are placed before
     # the merge: the concatenate then reads the unmerged (often transposed) operands directly
     # and the merged result is a free view of it.
-    full, unit = shape, 1
+    full = shape
     split = _unmerged([x for _, _, x in spans], producers, shape, ax)
     if split is not None:
         srcs, inner = split
