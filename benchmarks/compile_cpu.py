@@ -272,7 +272,7 @@ def bench_compile():
         res["warm start (disk cache hit, fresh process)"] = _run_fresh(code, d)
     with tempfile.TemporaryDirectory() as d:
         # the launcher extension is built once per machine: prebuild it, then time the kernels
-        _run_fresh("import starling.lowering.backends.cpp_runtime as r; r.launcher(); print(0)",
+        _run_fresh("import starling.lowering.backends.cpp.runtime as r; r.launcher(); print(0)",
                    d)
         res["cold (kernels only: launcher already built)"] = _run_fresh(code, d)
     if jax is not None:

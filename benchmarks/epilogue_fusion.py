@@ -5,7 +5,7 @@ Cases (M x K x N, float32; time per call): ``mlp`` 128 x 784 x 512 (an MLP layer
 
 * ``starling-fused``    compiled: one kernel, Starling's GEMM per row block and the bias + relu
                         applied to each block while it is in cache (src/lowering/backends/
-                        cpp_gemm.py); ``STARLING_GEMM_BLOCK_BYTES`` sets the block size;
+                        cpp/gemm.py); ``STARLING_GEMM_BLOCK_BYTES`` sets the block size;
 * ``starling-unfused``  the same with ``STARLING_CPP_EPILOGUE=0``: the GEMM, then a fused kernel;
 * ``numpy``             ``np.matmul`` (its BLAS) + in-place add / maximum into one buffer;
 * ``jax-jit``, ``torch-compile`` when installed (here or in ``$STARLING_PEER_PYTHON``).

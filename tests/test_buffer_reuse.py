@@ -761,7 +761,7 @@ def test_donate_argnums_out_of_range_is_a_clear_error_before_running():
 
 
 def test_ctypes_launcher_runs_the_same_plan(compiled, monkeypatch):
-    from starling.lowering.backends import cpp_runtime
+    from starling.lowering.backends.cpp import runtime as cpp_runtime
     monkeypatch.setattr(cpp_runtime, "launcher", lambda: None)
     prog, args, _, exe0 = compiled["chain"]
     exe = backends.get_backend("cpp").compile(prog)

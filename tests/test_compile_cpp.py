@@ -17,7 +17,7 @@ import starling as st
 import starling.numpy as snp
 from starling import tree
 from starling.lowering import backends, cache
-from starling.lowering.backends import cpp as cpp_backend
+from starling.lowering.backends.cpp import backend as cpp_backend
 from starling.lowering.fused import fused_kernel_p
 from starling.core.ir import eval_program
 from starling.lowering.pipeline import run_pipeline
@@ -204,7 +204,7 @@ class _LowpSweep(_Sweep):
     """The sweep of a low-precision float dtype: also checks that its ops really are fused."""
 
     def test_generated_sweep_fuses_low_precision_floats(self, compiled):
-        # float16 / bfloat16 / float8 / float4 run in the kernels (cpp_lowp.py): the policy
+        # float16 / bfloat16 / float8 / float4 run in the kernels (cpp/lowp.py): the policy
         # turns down only the ops defined on the formats' bit patterns (spacing, nextafter)
         policy = cpp_backend.CppPolicy()
         refused, native, total = set(), 0, 0
@@ -450,7 +450,7 @@ def test_non_contiguous_and_scalar_buffers():
 
 
 def test_vector_math_library_is_used():
-    from starling.lowering.backends import cpp_formulas
+    from starling.lowering.backends.cpp import formulas as cpp_formulas
     if not any(name == "expf" for name, _, _ in cpp_formulas.mvec_functions()):
         pytest.skip("no libmvec on this machine")
     x = snp.asarray(np.ones(1 << 12, np.float32))

@@ -31,7 +31,7 @@ from hypothesis import strategies as hs
 import starling as st
 import starling.numpy as snp
 from starling.lowering import backends, cache
-from starling.lowering.backends import cpp as cpp_backend
+from starling.lowering.backends.cpp import backend as cpp_backend
 from starling.lowering.fused import fused_kernel_p
 from starling.lowering.passes.complex_decompose import complex_decompose
 from starling.lowering.pipeline import run_pipeline

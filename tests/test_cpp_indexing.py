@@ -1,4 +1,4 @@
-"""Native gather / scatter kernels of the cpp backend (src/lowering/backends/cpp_indexing.py):
+"""Native gather / scatter kernels of the cpp backend (src/lowering/backends/cpp/indexing.py):
 bit-identical to the eager (NumPy) primitives for every mode, op, index dtype and hard case
 (negative, out-of-bounds and huge unsigned indices, duplicates, broadcast index arrays, empty
 axes, NaN, low-precision and complex dtypes), and they really run natively."""
@@ -15,7 +15,7 @@ import starling.numpy as snp
 from starling import nn
 from starling.arrays.ops import gather_scatter as GS
 from starling.lowering import backends, cache
-from starling.lowering.backends import cpp as cpp_backend
+from starling.lowering.backends.cpp import backend as cpp_backend
 from starling.lowering.pipeline import run_pipeline
 from starling.transforms.stage import make_ir
 
@@ -99,7 +99,7 @@ def test_gather_any_dtype_including_fill(dt):
 def test_gather_in_parallel_chunks(monkeypatch):
     """A gather large enough for threads runs its points in chunks on the thread pool (forced
     here with tiny chunks): the same bits as eager."""
-    from starling.lowering.backends import cpp_indexing
+    from starling.lowering.backends.cpp import indexing as cpp_indexing
     monkeypatch.setattr(cpp_indexing, "PARALLEL_WORK", 0)
     monkeypatch.setattr(cpp_indexing, "CHUNK_WORK", 64)
     x = snp.asarray(RNG.standard_normal((50, 7)).astype(np.float32))

@@ -1,7 +1,7 @@
 """float16 / bfloat16 / float8_e4m3fn / float8_e5m2 / float4_e2m1fn in the cpp backend's kernels.
 
 Kernels hold these values in float, compute each primitive in float and round its result to the
-format (src/lowering/backends/cpp_lowp.py). The references:
+format (src/lowering/backends/cpp/lowp.py). The references:
 
 * conversions: Starling's own rules (src/core/casting.py), computed by an independent oracle in
   exact integer arithmetic (tests/exact_casts.py), never by the installed ml_dtypes (whose
@@ -35,7 +35,7 @@ import starling.numpy as snp
 from starling.arrays.ops.reductions import reduce_max_p, reduce_min_p
 from starling.core.ir import eval_program
 from starling.lowering import backends, cache
-from starling.lowering.backends import cpp as cpp_backend
+from starling.lowering.backends.cpp import backend as cpp_backend
 from starling.lowering.fused import fused_kernel_p
 from starling.lowering.pipeline import run_pipeline
 from starling.transforms.stage import make_ir
@@ -466,7 +466,7 @@ def test_size_zero_one_and_broadcast(lowp, dt):
 
 def test_lowp_dtypes_are_fusible_not_numpy_fallbacks():
     # the policy accepts every format for elementwise work, reductions and casts
-    from starling.lowering.backends import cpp_formulas as F
+    from starling.lowering.backends.cpp import formulas as F
     for dt in LOWP:
         assert F.supported_dtype(dt)
         assert F.render("add", ["a", "b"], [dt, dt], dt, {}) is not None

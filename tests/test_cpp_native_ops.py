@@ -18,8 +18,8 @@ from hypothesis import strategies as hs
 import starling as st
 import starling.numpy as snp
 from starling.lowering import backends, cache
-from starling.lowering.backends import cpp as cpp_backend
-from starling.lowering.backends import cpp_codegen, cpp_formulas
+from starling.lowering.backends.cpp import backend as cpp_backend
+from starling.lowering.backends.cpp import codegen as cpp_codegen, formulas as cpp_formulas
 from starling.lowering.fused import fused_kernel_p
 from starling.lowering.fused_matmul import fused_matmul_p
 from starling.lowering.pipeline import run_pipeline

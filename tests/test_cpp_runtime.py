@@ -1,4 +1,4 @@
-"""The kernel launcher API (cpp_runtime.py): ``k(*inputs)`` and ``k.run(sizes, outs, *inputs)``
+"""The kernel launcher API (cpp/runtime.py): ``k(*inputs)`` and ``k.run(sizes, outs, *inputs)``
 on the C extension Kernel type and on the ctypes fallback, against NumPy on hand-written kernels.
 
 The test kernels follow the ABI of generated kernels: ``void k(void* const* args)`` with the
@@ -15,7 +15,7 @@ import pytest
 from starling import ShapeVar
 from starling.core.avals import ShapedArray
 from starling.lowering import cache
-from starling.lowering.backends import cpp_runtime
+from starling.lowering.backends.cpp import runtime as cpp_runtime
 
 pytestmark = pytest.mark.skipif(cache.find_compiler() is None, reason="no C++ compiler")
 

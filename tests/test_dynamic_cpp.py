@@ -20,8 +20,8 @@ from starling import ShapesSpec, ShapeVar, tree
 from starling.arrays.convert import operand
 from starling.core.avals import ShapedArray
 from starling.lowering import backends, cache
-from starling.lowering.backends import cpp_codegen as CG
-from starling.lowering.backends import cpp_dynamic, cpp_runtime
+from starling.lowering.backends.cpp import codegen as CG
+from starling.lowering.backends.cpp import dynamic as cpp_dynamic, runtime as cpp_runtime
 from starling.lowering.fused import fused_kernel_p
 from starling.transforms.dynamic_spec import ShapeBinder
 

@@ -1,4 +1,4 @@
-"""Matmul epilogue fusion on the cpp backend (passes/epilogue.py, fused_matmul.py, cpp_gemm.py).
+"""Matmul epilogue fusion on the cpp backend (passes/epilogue.py, fused_matmul.py, cpp/gemm.py).
 
 Every case is compiled twice, each time as ONE shared object for all cases: with the default
 GEMM block size, and with tiny blocks (a few rows, so every product runs as many blocks plus a
@@ -23,7 +23,7 @@ import starling.numpy as snp
 from starling import tree
 from starling.core.ir import Program, eval_program
 from starling.lowering import backends, cache
-from starling.lowering.backends import cpp_gemm
+from starling.lowering.backends.cpp import gemm as cpp_gemm
 from starling.lowering.runtime import native as runtime_native
 from starling.lowering.fused import fused_kernel_p
 from starling.lowering.fused_matmul import fused_matmul_p
@@ -503,7 +503,7 @@ def test_block_rows(monkeypatch):
 def test_epilogue_threads_only_with_one_block(monkeypatch):
     """The epilogue uses the pool itself when the product is one block (and the work is large);
     with several blocks the pool runs the blocks and each epilogue stays on its thread."""
-    from starling.lowering.backends import cpp_codegen
+    from starling.lowering.backends.cpp import codegen as cpp_codegen
     from starling.lowering.backends.cpp import CppPolicy, cpp_passes
     f = lambda x, w, b: snp.tanh(x @ w + b)  # noqa: E731
     xs = [snp.asarray(a) for a in (rand(300, 64), rand(64, 900), rand(900))]
@@ -544,7 +544,7 @@ def test_results_do_not_depend_on_the_thread_count(monkeypatch):
     compiled afresh and run with 1, 2 and 3 pool threads (the blocks, GEMM tiles and reduction
     chunks then differ; small thresholds make every part parallel): bit-identical results,
     close to float64 NumPy."""
-    from starling.lowering.backends import cpp_codegen
+    from starling.lowering.backends.cpp import codegen as cpp_codegen
     from starling.lowering.runtime import threads as _threads
     for name, value in (("BLOCKED_BYTES", 0), ("BLOCK_BYTES", 16 << 10), ("PARALLEL_WORK", 0),
                         ("MIN_ROWS", 8)):

@@ -122,7 +122,7 @@ def test_no_cycle_through_an_unfused_equation():
 
 
 def test_unsupported_dtype_stays_unfused():
-    # float16 runs in kernels (cpp_lowp.py) except the ops defined on its bit patterns
+    # float16 runs in kernels (cpp/lowp.py) except the ops defined on its bit patterns
     x16 = snp.asarray(np.ones((3,), np.float16))
     prog, out = fused(lambda x: snp.spacing(x), x16)
     assert kernels(out) == []

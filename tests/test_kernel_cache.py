@@ -14,7 +14,7 @@ import pytest
 import starling as st
 import starling.numpy as snp
 from starling.lowering import cache
-from starling.lowering.backends import cpp_runtime
+from starling.lowering.backends.cpp import runtime as cpp_runtime
 
 pytestmark = pytest.mark.skipif(cache.find_compiler() is None, reason="no C++ compiler")
 

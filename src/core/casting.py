@@ -2,8 +2,8 @@
 
 ``astype(x, dtype)`` converts a NumPy array (or scalar) as ``convert_element_type`` does in
 eager mode and in staged programs run by ``numpy_ref``; compiled kernels follow the same rules,
-written in C++ (``lowering/backends/cpp_formulas.py``: ``st_f2i_sat``, ``st_f32_odd``;
-``cpp_lowp.py``). The rules are Starling's, not those of the installed NumPy / ml_dtypes
+written in C++ (``lowering/backends/cpp/formulas.py``: ``st_f2i_sat``, ``st_f32_odd``;
+``cpp/lowp.py``). The rules are Starling's, not those of the installed NumPy / ml_dtypes
 (which changed them between ml_dtypes 0.6 and 0.7); tests/test_cpp_lowp.py checks eager,
 numpy_ref and compiled results against exact rational arithmetic.
 

@@ -15,7 +15,7 @@ The reference implementation evaluates the sub-Program, and the JVP / batching r
 of ``fused_kernel`` (they transform the sub-Program), so a Program holding ``fused_matmul`` still
 runs on numpy_ref and under every transformation. The cpp backend renders it as a strided GEMM
 on Starling's native library with the epilogue applied to each block of rows while it is in
-cache (src/lowering/backends/cpp_gemm.py).
+cache (src/lowering/backends/cpp/gemm.py).
 """
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ reduced in a fixed order, no atomics, so results do not depend on the thread cou
 
 ``score_mod`` is traced on scalars (``starling.make_ir``); a trace of elementwise primitives
 with scalar constants is rendered with each primitive's C++ scalar formula
-(src/lowering/backends/cpp_formulas.py) into ``st_flex_score``. Other score_mods (capturing
+(src/lowering/backends/cpp/formulas.py) into ``st_flex_score``. Other score_mods (capturing
 arrays, reductions, ...) make ``kernel_for`` say why, and flex_attention uses the composition.
 """
 from __future__ import annotations
@@ -201,7 +201,7 @@ class Kernel:
 @functools.lru_cache(maxsize=None)
 def _load(source):
     from ..lowering import cache
-    from ..lowering.backends import cpp_formulas as F
+    from ..lowering.backends.cpp import formulas as F
     from ..lowering.runtime import native as runtime
     full = F.prelude() + "\nST_INLINE float st_log(float a) { return logf(a); }\n" \
         "ST_INLINE double st_log(double a) { return log(a); }\n" + source
@@ -222,7 +222,7 @@ _ALIASES = ("broadcast_in_dim", "reshape", "squeeze", "expand_dims")
 
 def _render_body(score_mod, dtype):
     """C++ statements computing ``score_mod`` on scalars, or raise ValueError saying why not."""
-    from ..lowering.backends import cpp_formulas as F
+    from ..lowering.backends.cpp import formulas as F
     if score_mod is None:
         return "  return s;"
     z, i = np.zeros((), dtype), np.zeros((), np.int32)

@@ -11,7 +11,7 @@ then copies): column dims or contracting pairs whose strides do not chain, or mo
 the descriptor's ``MAX_LOOPS`` loops.
 
 The eager ``dot_general`` (src/arrays/ops/linear.py) and the cpp backend's GEMM kernels
-(src/lowering/backends/cpp_gemm.py) both build their descriptors here.
+(src/lowering/backends/cpp/gemm.py) both build their descriptors here.
 """
 from __future__ import annotations
 

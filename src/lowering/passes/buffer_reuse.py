@@ -54,7 +54,7 @@ bodies: they are planned as donated, and the loop passes its carry buffers as th
 each only after a run-time check that the loop holds the only reference
 (``buffers.donatable_item``): the previous iteration's results, and at the first iteration the
 initial carries the schedule handed over because nothing reads them after the loop
-(backends/cpp.py), so an accumulator ``acc = acc + x`` is updated in place instead of holding
+(backends/cpp/backend.py), so an accumulator ``acc = acc + x`` is updated in place instead of holding
 two copies. A loop's results alias only what its body can pass through
 (``loop_output_sources``): a scan's stacked outputs are new arrays, so later kernels may write
 over a dead loop result. A donated buffer that a collective or a host callback read is never
@@ -95,7 +95,7 @@ ALLOCATING = frozenset({
 })
 # Views that keep the element order of a contiguous input.
 _ORDER_KEEPING = frozenset({"reshape", "squeeze"})
-# gather / scatter kernels read other positions than they write (cpp_indexing.py).
+# gather / scatter kernels read other positions than they write (cpp/indexing.py).
 _NOT_ELEMENTWISE = frozenset(VIEW_PRIMITIVES) | {"real", "imag", "complex_pack", "gather",
                                                  "scatter"}
 
@@ -157,7 +157,7 @@ def _plan_bodies(eqn, min_bytes):
 def _loop_carries(eqn, name, body):
     """The invars of a loop body that the loop may donate to it: a scan's or while loop's
     carries, whose buffers, from the second iteration on, are the previous iteration's results,
-    held by the loop alone (src/lowering/backends/cpp.py checks that at run time and passes
+    held by the loop alone (src/lowering/backends/cpp/backend.py checks that at run time and passes
     None otherwise, and at the first iteration, when they are the caller's)."""
     prim, prm = eqn.primitive.name, eqn.params
     if prim == "scan" and name == "body":
@@ -434,7 +434,7 @@ class _Ctx:
 def _gemm_in_place_ok(sub, i, j):
     """In-place test for a ``fused_matmul``: the GEMM computes each block of rows of the product
     into a scratch block, or into the product's own output when that is an output, then runs the
-    epilogue over the block (src/lowering/backends/cpp_gemm.py). So an epilogue input may be
+    epilogue over the block (src/lowering/backends/cpp/gemm.py). So an epilogue input may be
     overwritten by an epilogue output under the elementwise rule; the matrix operands (invars 0
     and 1, read across rows and columns) and the product output never take part."""
     dot, epi, emit = split(sub)

@@ -3,7 +3,7 @@
 Runs after fusion (which formed the ``fused_kernel`` groups). For each ``fused_kernel`` equation
 G that reads the result ``d`` of a ``dot_general`` D, the pass asks the backend's ``validate``
 whether the pair can run as one kernel (the cpp backend renders it: src/lowering/backends/
-cpp_gemm.py decides the GEMM layout, the loop shape, and how ``d`` is read) and, if so, replaces
+cpp/gemm.py decides the GEMM layout, the loop shape, and how ``d`` is read) and, if so, replaces
 G by one ``fused_matmul`` equation (src/lowering/fused_matmul.py) and drops D. ``d`` stays an
 output of the new equation when anything else (another equation, a Program output) reads it.
 A ``dot_general`` left without a group becomes a ``fused_matmul`` of its own (no epilogue) when

@@ -18,7 +18,7 @@ counter and waits only for chunks already started, so a helper thread the OS has
 busy machine) costs nothing unless it holds a chunk; an OpenMP region's closing barrier waits for
 every member of the team, and its threads with BLAS's own pool oversubscribed the cores (measured
 in benchmarks/models.py, "under load"; figures in the module docstring of native/pool.cpp's
-Python users: src/lowering/backends/cpp_codegen.py).
+Python users: src/lowering/backends/cpp/codegen.py).
 
 NumPy's bundled OpenBLAS is left alone: its ``openblas_set_num_threads_local`` is process-global
 in OpenBLAS's pthreads builds (it calls ``openblas_set_num_threads``), so setting it per thread

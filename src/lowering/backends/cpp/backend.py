@@ -5,14 +5,14 @@
 1. runs the backend's own passes after the common pipeline: complex decomposition, fusion
    (elementwise chains, broadcasts, reductions into ``fused_kernel`` equations), DCE;
 2. renders every fused group (also inside control-flow bodies) as one C++ function
-   (cpp_codegen.py; formulas in cpp_formulas.py) and compiles them all as ONE shared object,
+   (codegen.py; formulas in formulas.py) and compiles them all as ONE shared object,
    cached on disk by content hash (src/lowering/cache.py);
 3. builds the *schedule*: a Python function generated for the Program that calls, in order,
-   each kernel (through the C launcher in cpp_runtime.py), or the primitive's NumPy
+   each kernel (through the C launcher in runtime.py), or the primitive's NumPy
    implementation for what is not fused: shape ops (NumPy views), sorting, linear algebra...
-   (``gather`` / ``scatter`` are kernels of their own: cpp_indexing.py; argmax / argmin are
+   (``gather`` / ``scatter`` are kernels of their own: indexing.py; argmax / argmin are
    reductions of the fused kernels). Float products are ``fused_matmul`` kernels on Starling's
-   native strided GEMM (cpp_gemm.py); the others run through ``dot_general``'s implementation
+   native strided GEMM (gemm.py); the others run through ``dot_general``'s implementation
    (the same native GEMM when the layout allows, else ``np.matmul``). The control-flow
    primitives (switch, while, scan) run their bodies as compiled schedules of the same module. Kernels with a
    memory plan (the ``reuse`` param of passes/buffer_reuse.py) are launched as
@@ -22,7 +22,7 @@
 
 Dynamic shapes (``supports_dynamic_shapes``): a Program with symbolic dims compiles to ONE shared
 object whose kernels read their sizes at run time (``k.run(sizes, outs, *inputs)``); per
-distinct ShapeEnv only the schedule is rebuilt from the bound Program (cpp_dynamic.py).
+distinct ShapeEnv only the schedule is rebuilt from the bound Program (dynamic.py).
 
 Threads: every kernel takes them from Starling's one thread pool (src/lowering/runtime/native.py,
 native/pool.cpp), never from OpenMP or BLAS.
@@ -43,28 +43,29 @@ import warnings
 
 import numpy as np
 
-from ...arrays.array import wrap
-from ...core.ir import Literal, Program, Var
-from ...core.symbolic import program_is_symbolic
-from ...core.trace import EVAL_TRACE, set_current_trace
-from .. import buffers as _buffers
-from .. import cache
-from .. import debug as _debug
-from ..fused import fused_kernel_p
-from ..fused_matmul import fused_matmul_p
-from ..passes.epilogue import epilogue_fusion
-from ..passes.buffer_reuse import buffer_reuse
-from ..passes.complex_decompose import complex_decompose
-from ..passes.dce import dce
-from ..passes.fusion import (ARG_REDUCE_PRIMITIVES, ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, SINGLE,
+from ....arrays.array import wrap
+from ....core.ir import Literal, Program, Var
+from ....core.symbolic import program_is_symbolic
+from ....core.trace import EVAL_TRACE, set_current_trace
+from ... import buffers as _buffers
+from ... import cache
+from ... import debug as _debug
+from ...fused import fused_kernel_p
+from ...fused_matmul import fused_matmul_p
+from ...passes.epilogue import epilogue_fusion
+from ...passes.buffer_reuse import buffer_reuse
+from ...passes.complex_decompose import complex_decompose
+from ...passes.dce import dce
+from ...passes.fusion import (ARG_REDUCE_PRIMITIVES, ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, SINGLE,
                              VIEW, VIEW_PRIMITIVES, FusionPolicy, fusion)
-from ..pipeline import run_pipeline
-from ..runtime import native as _runtime
-from . import cpp_codegen as CG
-from . import cpp_formulas as F
-from . import cpp_gemm, cpp_indexing
-from . import cpp_dynamic, cpp_runtime, register_backend
-from .numpy_ref import NumpyRefExecutable
+from ...pipeline import run_pipeline
+from ...runtime import native as _runtime
+from . import codegen as CG
+from . import formulas as F
+from . import gemm, indexing
+from . import dynamic, runtime
+from .. import register_backend
+from ..numpy_ref import NumpyRefExecutable
 
 logger = logging.getLogger("starling.lowering")
 F.install()
@@ -106,7 +107,7 @@ def _static_shape(aval):
     return all(type(d) is int or isinstance(d, (np.integer,)) for d in aval.shape)
 
 
-# The launcher's fixed limits (cpp_runtime.py: ST_MAX_ARGS buffers + sizes, ST_MAX_ND dims);
+# The launcher's fixed limits (runtime.py: ST_MAX_ARGS buffers + sizes, ST_MAX_ND dims);
 # larger groups / ranks run unfused instead of failing at launch.
 _MAX_KERNEL_ARGS = 448
 _MAX_KERNEL_NDIM = 32
@@ -141,8 +142,8 @@ class CppPolicy(FusionPolicy):
             return REDUCE
         if name == "complex_pack":
             return ELEMENTWISE if F.supported_dtype(eqn.invars[0].aval.dtype) else None
-        if name in cpp_indexing.PRIMITIVES:
-            return SINGLE if cpp_indexing.supported(eqn) else None
+        if name in indexing.PRIMITIVES:
+            return SINGLE if indexing.supported(eqn) else None
         formula = eqn.primitive.scalar_formula
         if formula is None or eqn.primitive.multiple_results or len(eqn.outvars) != 1:
             return None
@@ -187,7 +188,7 @@ def cpp_passes(policy, donated=None):
     per invar (buffers the caller donates, candidates of the memory plan)."""
     return [("complex_decompose", complex_decompose),
             ("fusion", lambda p: fusion(p, policy)),
-            ("epilogue", lambda p: epilogue_fusion(p, cpp_gemm.validator(policy))),
+            ("epilogue", lambda p: epilogue_fusion(p, gemm.validator(policy))),
             ("dce", dce),
             ("buffer_reuse", lambda p: buffer_reuse(p, donated))]
 
@@ -271,7 +272,7 @@ class CppBackend:
     primitive with a reference impl; symbolic shapes (one shared object for all sizes) and donated
     buffers are supported."""
     name = "cpp"
-    # A Program with symbolic dims compiles to ONE shared object (cpp_dynamic.py).
+    # A Program with symbolic dims compiles to ONE shared object (dynamic.py).
     supports_dynamic_shapes = True
 
     def supports(self, primitive) -> bool:
@@ -334,7 +335,7 @@ def _build_executables(progs, policy, compiler):
     for sub in (s for subs in subs_of for s in subs):
         entry = policy.rendered.get(id(sub))
         kernel = entry[1] if entry is not None and entry[0] is sub else \
-            cpp_gemm.render_any(sub, "__ST_KERNEL__")
+            gemm.render_any(sub, "__ST_KERNEL__")
         if kernel.source not in sources:
             sources[kernel.source] = f"st_k{len(sources)}"
         names[id(sub)] = (sources[kernel.source], kernel)
@@ -353,7 +354,7 @@ def _build_executables(progs, policy, compiler):
         key = (name, tuple((tuple(a.shape), np.dtype(a.dtype)) for a in kernel.out_avals),
                exprs)
         if key not in launchers:
-            launchers[key] = cpp_runtime.make_kernel(lib, name, kernel.in_dtypes,
+            launchers[key] = runtime.make_kernel(lib, name, kernel.in_dtypes,
                                                      kernel.out_avals, kernel.work > 1 << 16,
                                                      exprs)
         by_sub[id(sub)] = launchers[key]
@@ -375,14 +376,14 @@ def _build_executables(progs, policy, compiler):
 
 def _dynamic_executable(prog, by_sub, size_exprs, source, path):
     """The executable of a Program with symbolic dims: its kernels are compiled once (above);
-    per distinct ShapeEnv only the schedule is built, from the bound Program (cpp_dynamic.py)."""
+    per distinct ShapeEnv only the schedule is built, from the bound Program (dynamic.py)."""
     out_weak = [v.aval.weak_type for v in prog.outvars]
 
     def make(bound, sizes):
         sched = _Schedule(by_sub, sizes)
         run, text = sched.function(bound, "run")
         return CppExecutable(bound, run, source, text, out_weak, path, (sched.ns, sched.meta))
-    return cpp_dynamic.CppDynamicExecutable(prog, size_exprs, make, source, path,
+    return dynamic.CppDynamicExecutable(prog, size_exprs, make, source, path,
                                             (fused_kernel_p, fused_matmul_p))
 
 
@@ -564,7 +565,7 @@ class _Schedule:
         prim = eqn.primitive
         p = eqn.params
         if prim is fused_kernel_p or prim is fused_matmul_p:
-            sub = cpp_dynamic.kernel_program(p["program"])
+            sub = dynamic.kernel_program(p["program"])
             sizes = self.sizes.get(id(sub))
             return _sized(self.kernels[id(sub)], sizes) if sizes else self.kernels[id(sub)]
         if prim.name == "dot_general":
@@ -576,7 +577,7 @@ class _Schedule:
         if prim.name == "scan":
             return self._scan_fn(p)
         if prim.impl is None:
-            from ...core.primitive import MissingRuleError
+            from ....core.primitive import MissingRuleError
             raise MissingRuleError(prim, "impl")
         _report_fallback(prim)
         if any(isinstance(v, Program) or (isinstance(v, tuple) and v and
@@ -698,7 +699,7 @@ def _dot_fn(eqn):
     """A product left out of the kernels (other dtypes, symbolic shapes, layouts the GEMM
     kernels refuse): dot_general's implementation (the native GEMM on the operands' memory when
     their layout allows, else np.matmul)."""
-    from ...arrays.ops.linear import _dot_general_impl
+    from ....arrays.ops.linear import _dot_general_impl
     return functools.partial(_dot_general_impl, **eqn.params)
 
 

@@ -25,7 +25,7 @@ float32: the squares and the midpoint's square are exact in double, so the sign 
 """
 
 HELPERS = r"""
-// ---- hypot, correctly rounded (src/lowering/backends/cpp_hypot.py) -----------------------------
+// ---- hypot, correctly rounded (src/lowering/backends/hypot.py) -----------------------------
 // s + t == a + b exactly (Knuth's TwoSum).
 ST_INLINE void st_two_sum(double a, double b, double &s, double &t) {
   s = a + b;

@@ -12,7 +12,7 @@ is a float32) and
   and float8_e5m2 ``st_put_<tag>``, which also keeps the payload of a NaN that a selection
   (``maximum``, ``where``, ``abs``...) took from an operand, as ml_dtypes does.
 
-Where NumPy's float16 ufuncs and ml_dtypes' differ on special values, ``cpp_formulas`` follows
+Where NumPy's float16 ufuncs and ml_dtypes' differ on special values, ``formulas`` follows
 each: ties of maximum / minimum (float16 keeps the first operand, ml_dtypes the second),
 ``sign(-0.0)``, ``heaviside(NaN, h)``, and ``x // 0`` / ``x % 0`` (ml_dtypes: positive NaN).
 Reductions accumulate sums and products in double and round once (numpy_ref: float32, rounded
@@ -21,7 +21,7 @@ once; equal unless float32 partial results overflow, underflow or lose digits).
 Conversions follow Starling's rules (``core/casting.py``, the same in eager mode): every cast
 to a format rounds the exact value once, to nearest, ties to even, then applies the format's
 overflow rule; float64 and 32 / 64-bit integers reach the format through float32 rounded to
-odd (``st_f32_odd`` in cpp_formulas), whose float32 -> format rounding is then exact; a cast to
+odd (``st_f32_odd`` in formulas), whose float32 -> format rounding is then exact; a cast to
 an integer saturates (``st_f2i_sat``). They are written with integer operations (they
 vectorise; no F16C, so that NaN payloads keep the documented bits). The rules of each format:
 
@@ -126,7 +126,7 @@ def highest(dt):
 
 
 HELPERS = r"""
-// ---- low-precision floats (src/lowering/backends/cpp_lowp.py) --------------------------------
+// ---- low-precision floats (src/lowering/backends/lowp.py) --------------------------------
 ST_INLINE uint32_t st_fbits(float x) { uint32_t u; __builtin_memcpy(&u, &x, 4); return u; }
 ST_INLINE float st_bitsf(uint32_t u) { float x; __builtin_memcpy(&x, &u, 4); return x; }
 ST_INLINE uint64_t st_dbits(double x) { uint64_t u; __builtin_memcpy(&u, &x, 8); return u; }

@@ -24,7 +24,7 @@ other modes add the dim to a negative value once, then "clip" / "promise_in_boun
   bfloat16 round each step as NumPy and ml_dtypes do). Invalid points ("fill", "drop",
   "promise_in_bounds") are skipped. The sequential order is the semantics: no threads.
 
-``render(sub, fname)`` returns the ``cpp_codegen.Kernel`` of a one-equation sub-Program, or
+``render(sub, fname)`` returns the ``codegen.Kernel`` of a one-equation sub-Program, or
 raises ``NotFusible`` (symbolic shapes, a combining formula the dtype lacks, e.g. complex add).
 """
 from __future__ import annotations
@@ -33,8 +33,8 @@ import math
 
 import numpy as np
 
-from . import cpp_formulas as F
-from .cpp_codegen import CHUNK_WORK, PARALLEL_WORK, Kernel, NotFusible, c_strides
+from . import formulas as F
+from .codegen import CHUNK_WORK, PARALLEL_WORK, Kernel, NotFusible, c_strides
 
 PRIMITIVES = ("gather", "scatter")
 _COMBINE = {"add": "add", "multiply": "multiply", "min": "minimum", "max": "maximum"}

@@ -18,7 +18,7 @@ contiguously (so most kernels become one flat loop, or rows x columns with a bia
   accumulator array updated by a ``simd`` loop for every reduced index (column sums);
 * reduced dims that are not adjacent (sums over N, H, W of NCHW): the kept dims between them
   loop outside (``_loop_order``), which gives one of the structures above;
-* argmax / argmin (cpp_reductions.py): as the others, but the reduced range runs in order
+* argmax / argmin (reductions.py): as the others, but the reduced range runs in order
   (no partials combined over it, no ``simd`` on a row reduction's loop).
 
 Parallelism (``st_par``: chunks on Starling's thread pool, native/pool.cpp) is switched on only
@@ -39,11 +39,11 @@ import os
 
 import numpy as np
 
-from . import cpp_formulas as F
-from .cpp_reductions import Red
-from .cpp_dims import DIM_HELPERS, c_dim, dim_vars, same_dim  # noqa: F401  (re-exported)
-from .cpp_dims import is_static as _static, maybe_nonzero as _maybe_nonzero
-from .cpp_dims import same_shape as _same_shape, sym_expr as _sym_expr
+from . import formulas as F
+from .reductions import Red
+from .dims import DIM_HELPERS, c_dim, dim_vars, same_dim  # noqa: F401  (re-exported)
+from .dims import is_static as _static, maybe_nonzero as _maybe_nonzero
+from .dims import same_shape as _same_shape, sym_expr as _sym_expr
 
 PARALLEL_WORK = int(os.environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 18))
 CHUNK_WORK = int(os.environ.get("STARLING_CPP_CHUNK_WORK", 1 << 16))
@@ -198,7 +198,7 @@ def broadcast_strides(acc, loop):
 
 class Kernel:
     """A rendered kernel: ``source`` (one extern "C" function ``name(void* const* args)``, the
-    launcher ABI of cpp_runtime.py), ``in_dtypes`` (NumPy dtype each input buffer must have),
+    launcher ABI of runtime.py), ``in_dtypes`` (NumPy dtype each input buffer must have),
     ``out_avals``, ``work`` (an upper bound under dynamic shapes), ``size_exprs``: the kernel's
     size parameters (sympy expressions; () for a static kernel): its shape variables, whose
     values it reads from the sizes array, then the other symbolic output dims (for the
@@ -213,11 +213,11 @@ class Kernel:
 
 def render_kernel(sub, fname, row_block=None) -> Kernel:
     """Renders the fused sub-Program ``sub`` as the C++ function ``fname``; raises NotFusible.
-    With ``row_block`` (cpp_gemm.RowBlock) it is a GEMM epilogue over one block of rows.
-    A lone gather / scatter is rendered by cpp_indexing.py."""
+    With ``row_block`` (gemm.RowBlock) it is a GEMM epilogue over one block of rows.
+    A lone gather / scatter is rendered by indexing.py."""
     if len(sub.eqns) == 1 and sub.eqns[0].primitive.name in ("gather", "scatter"):
-        from . import cpp_indexing
-        return cpp_indexing.render(sub, fname, row_block)
+        from . import indexing
+        return indexing.render(sub, fname, row_block)
     b = _KernelBuilder(sub, fname)
     b.row_block = row_block
     return b.build()
@@ -240,7 +240,7 @@ class _KernelBuilder:
 
     def build(self):
         sub = self.sub
-        from ...core.ir import Literal
+        from ....core.ir import Literal
         env = {}
         in_dtypes = []
         for i, v in enumerate(sub.invars):
@@ -312,7 +312,7 @@ class _KernelBuilder:
         return self._finish(env)
 
     def _loop_shape(self):
-        from ..passes.fusion import REDUCE_PRIMITIVES
+        from ...passes.fusion import REDUCE_PRIMITIVES
         shapes = []
         for eqn in self.sub.eqns:
             name = eqn.primitive.name
@@ -336,7 +336,7 @@ class _KernelBuilder:
         return tuple(loop)
 
     def _finish(self, env):
-        from ...core.ir import Literal
+        from ....core.ir import Literal
         loop = self.loop
         nd = len(loop)
         axes = None
@@ -438,7 +438,7 @@ def _emit(b, loop, red_axes, reds, in_dtypes, out_avals):
     accs = reads + stores + red_outs
     for i, a in enumerate(accs):
         a.id = i
-    row = getattr(b, "row_block", None)   # a GEMM epilogue over a block of rows (cpp_gemm.py)
+    row = getattr(b, "row_block", None)   # a GEMM epilogue over a block of rows (gemm.py)
     if row is not None:
         loop, red_axes = row.restrict(loop, red_axes, accs)
     # a GEMM epilogue keeps its row dims outermost (the blocks are rows)
@@ -476,7 +476,7 @@ def _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals
     ``svars``. The parallel decision is taken at run time (from the work for these sizes)
     unless the variables' ranges decide it; each variant is the static structure with
     symbolic bounds and strides."""
-    from ...core.symbolic import bounds
+    from ....core.symbolic import bounds
     names = {v: f"sz{i}" for i, v in enumerate(svars)}
     lo, hi = bounds(_sym_expr(work))
     variants = [True] if lo >= PARALLEL_WORK else ([False] if hi < PARALLEL_WORK
@@ -563,7 +563,7 @@ class _Emitter:
             elem = self._elem(a, inner)
             if a.dt.kind == "b":
                 lines.append(f"const bool l{a.id} = ({elem} != 0);")
-            else:   # low-precision floats widen to float here (cpp_lowp.py)
+            else:   # low-precision floats widen to float here (lowp.py)
                 lines.append(f"const {F.ctype(a.dt)} l{a.id} = {F.load_expr(a.dt, elem)};")
         for st in self.b.stmts:
             lines.append(st.format(**loads))
@@ -846,7 +846,7 @@ class _Emitter:
 
 
 def _stored(acc, value):
-    # bool as uint8_t; low-precision floats round to their format's bits (cpp_lowp.py)
+    # bool as uint8_t; low-precision floats round to their format's bits (lowp.py)
     return F.store_expr(acc.dt, value)
 
 

@@ -3,7 +3,7 @@
 A Program with symbolic dims (``compile(..., dynamic_shapes=)``) is fused and rendered once:
 every ``fused_kernel`` becomes a C++ function that reads its sizes (the values of its shape
 variables, ``Kernel.size_exprs``) from the launcher's int64 sizes array, so the shared object is
-compiled once (cpp_codegen.py, ``_emit_symbolic``). What depends on the sizes is only the cheap
+compiled once (codegen.py, ``_emit_symbolic``). What depends on the sizes is only the cheap
 Python *schedule*: for each distinct ShapeEnv (``env.key``) the executable binds the sizes into
 the non-fused parts of the Program (``bind_shapes``: reshape sizes, dot_general layouts, control
 flow bodies, ``dim_value``...), evaluates each kernel's size parameters and builds the schedule
@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import sympy
 
-from ...core.ir import Equation, Program
-from ...core.symbolic import bind_shapes
-from ..fused import fused_kernel_p
+from ....core.ir import Equation, Program
+from ....core.symbolic import bind_shapes
+from ...fused import fused_kernel_p
 
 MAX_SCHEDULES = 64
 

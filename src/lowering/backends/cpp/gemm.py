@@ -4,7 +4,7 @@ A ``fused_matmul`` (src/lowering/fused_matmul.py) is ``d = dot_general(a', b')``
 and ``b'`` are views (transpose, reshape, squeeze, broadcast, slice) of the kernel's buffers
 ``a`` and ``b``, optionally feeding an elementwise epilogue group. It becomes ONE C++ function:
 
-1. the plan: the views are applied to strided accesses of ``a`` / ``b`` (cpp_codegen.apply_view)
+1. the plan: the views are applied to strided accesses of ``a`` / ``b`` (codegen.apply_view)
    and the product becomes one descriptor of the native strided batched GEMM
    (src/arrays/ops/dot_layout.py, native/gemm.h): rows = the output's ``(*batch, *lhs_free)``
    dims flattened (``R``), ``N`` columns, contraction ``K``, operands read in place. So the
@@ -12,7 +12,7 @@ and ``b'`` are views (transpose, reshape, squeeze, broadcast, slice) of the kern
    nothing, and a batched product is one call parallel over the batch;
 2. without epilogue, the kernel is that call on the thread pool (native/gemm.cpp splits it into
    tiles; small products run on the calling thread);
-3. with an epilogue (rendered by cpp_codegen from the group's sub-Program, restricted to a block
+3. with an epilogue (rendered by codegen from the group's sub-Program, restricted to a block
    of rows through ``RowBlock``): a product of up to ``BLOCKED_BYTES`` (env
    ``STARLING_GEMM_BLOCKED_BYTES``, default 4 MiB: it stays in this machine's L2 / L3) is
    computed on the pool into a thread-local scratch buffer (or straight into ``d`` when ``d`` is
@@ -43,10 +43,10 @@ import os
 
 import numpy as np
 
-from ...arrays.ops import dot_layout
-from ..runtime import threads as _threads
-from . import cpp_codegen as CG
-from . import cpp_formulas as F
+from ....arrays.ops import dot_layout
+from ...runtime import threads as _threads
+from . import codegen as CG
+from . import formulas as F
 
 logger = logging.getLogger("starling.lowering")
 
@@ -83,7 +83,7 @@ def plan(program) -> GemmPlan:
     """The GEMM of a ``fused_matmul`` sub-Program; raises NotFusible when it is not one native
     GEMM call on the buffers' own memory (other dtypes, symbolic or empty sizes, views or
     layouts that do not fold into strides)."""
-    from ..fused_matmul import operand_views, split
+    from ...fused_matmul import operand_views, split
     dot = split(program)[0]
     la, ra = dot.invars[0].aval, dot.invars[1].aval
     out = dot.outvars[0].aval
@@ -117,12 +117,12 @@ def plan(program) -> GemmPlan:
                     out_shape)
 
 
-# ---- the epilogue over a block of rows (hook of cpp_codegen._emit) -------------------------------
+# ---- the epilogue over a block of rows (hook of codegen._emit) -------------------------------
 
 class RowBlock:
     """Renders an epilogue over ``rows`` rows starting at the runtime row ``st_r0``.
 
-    cpp_codegen calls ``restrict(loop, red_axes, accs)`` before merging dims: it checks that
+    codegen calls ``restrict(loop, red_axes, accs)`` before merging dims: it checks that
     the loop is the product's shape and that the product (buffer ``dot_buf``) is read
     elementwise, then (when ``blocked``) replaces the leading ``nl`` row dims by one dim of
     ``rows`` and records each access's row stride; ``offset(acc)`` is the pointer offset for
@@ -189,7 +189,7 @@ def block_rows(p: GemmPlan, reduces_rows: bool) -> int:
 
 
 def _reduces_rows(epi, nl):
-    from ..passes.fusion import REDUCE_PRIMITIVES
+    from ...passes.fusion import REDUCE_PRIMITIVES
     return any(e.primitive.name in REDUCE_PRIMITIVES
                and any(a < nl for a in e.params["axes"]) for e in epi.eqns)
 
@@ -200,7 +200,7 @@ def _desc(p):
 
 def render(program, fname) -> CG.Kernel:
     """The C++ of a ``fused_matmul`` sub-Program as function ``fname``; raises NotFusible."""
-    from ..fused_matmul import split
+    from ...fused_matmul import split
     dot, epi, emit = split(program)
     if epi.constvars:
         raise CG.NotFusible("epilogue with constants")

@@ -42,8 +42,8 @@ import sysconfig
 
 import numpy as np
 
-from ... import _native
-from .. import cache
+from .... import _native
+from ... import cache
 
 logger = logging.getLogger("starling.lowering")
 

@@ -14,7 +14,7 @@ import sympy
 
 
 def _not_fusible(msg):
-    from .cpp_codegen import NotFusible   # (import cycle: cpp_codegen imports this module)
+    from .codegen import NotFusible   # (import cycle: codegen imports this module)
     return NotFusible(msg)
 
 

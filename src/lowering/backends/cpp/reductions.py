@@ -1,4 +1,4 @@
-"""Reduction accumulators of the cpp kernels (cpp_codegen.py): initial values, the reduction
+"""Reduction accumulators of the cpp kernels (codegen.py): initial values, the reduction
 clauses of ``#pragma omp simd``, scalar and per-column updates, the combination of per-chunk
 partials (reductions run on the thread pool), and the final value stored.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import cpp_formulas as F
+from . import formulas as F
 
 ARG_KINDS = ("argmax", "argmin")
 _INDEX_DT = np.dtype(np.int64)
