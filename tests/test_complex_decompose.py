@@ -434,3 +434,25 @@ def test_shapes_literals_and_control_flow(compiled):
         if i == 4:
             s = np.sum(np.abs(np.log(ab)), axis=0)
         check(g, w, scale=(s, s), what=f"output {i}")
+
+
+@pytest.mark.parametrize("dt", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_arccosh_of_infinity_with_negative_nan_imaginary_part(dt):
+    # acos(inf -+ i nan) is nan +- i inf by the NaN's sign bit; acosh's real part must stay +inf
+    # (the principal branch has Re >= 0), as NumPy / the C library give
+    ft = np.float32 if dt == np.complex64 else np.float64
+    nan = np.array(np.nan, ft)
+    neg_nan = np.copysign(nan, -1.0)
+    z = np.zeros(9, dt)
+    z.real[:] = [np.inf, -np.inf, np.inf, -np.inf, 0.0, 2.0, 1.0, -0.5, np.nan]
+    z.imag[:] = [neg_nan, neg_nan, nan, nan, neg_nan, -0.0, -0.0, -3.0, neg_nan]
+    got = np.asarray(st.compile(snp.arccosh)(snp.asarray(z)))
+    want = np.arccosh(z)
+    np.testing.assert_array_equal(np.isnan(got.real), np.isnan(want.real))
+    np.testing.assert_array_equal(np.isnan(got.imag), np.isnan(want.imag))
+    ok = ~np.isnan(want.real)
+    np.testing.assert_allclose(got.real[ok], want.real[ok], rtol=4 * np.finfo(ft).eps)
+    assert (np.signbit(got.real[ok]) == np.signbit(want.real[ok])).all()
+    ok = ~np.isnan(want.imag)
+    np.testing.assert_allclose(got.imag[ok], want.imag[ok], rtol=4 * np.finfo(ft).eps)
+    assert (np.signbit(got.imag[ok]) == np.signbit(want.imag[ok])).all()

@@ -11,7 +11,7 @@ formulas reproduce what the NumPy reference (``numpy_ref``) computes, special va
   computed in float64 (complex64 operands too: their parts are exact in float64, no float32
   formula then needs overflow scaling) with accurate real formulas:
 
-  - ``|z|`` by ``hypot`` (correctly rounded in the cpp backend, cpp_hypot.py; glibc's, which
+  - ``|z|`` by ``hypot`` (correctly rounded in the cpp backend, cpp/hypot.py; glibc's, which
     NumPy calls, is within 0.51 ulp, and NumPy's naive ``log1p`` / ``sign`` formulas below
     expose its error, e.g. ``log`` of a value next to 1); ``log|z|`` by
     ``log1p(x^2 + y^2 - 1) / 2`` near the unit circle, where
@@ -416,7 +416,9 @@ def c_acosh(x, y):
     re, im = c_acos(x, y)
     # signbit(y) (which GCC does not vectorise for double), NaN counted as positive
     neg = (copysign(1.0, y) < 0.0) & ~isnan(y)
-    return where(neg, im, -im), where(neg, -re, re)
+    # the principal branch has Re >= 0: |.| also fixes acosh(inf + i nan) whatever the NaN's
+    # sign bit (acos gives -+i inf there by that sign)
+    return fabs(where(neg, im, -im)), where(neg, -re, re)
 
 
 def c_atanh(x, y):
