@@ -254,8 +254,8 @@ def _render_body(score_mod, dtype):
             continue
         in_dts = [a.aval.dtype for a in eqn.invars]
         expr = None
-        if eqn.primitive.name in F.FORMULA_PRIMITIVES:
-            expr = F.render(eqn.primitive.name, [arg(a) for a in eqn.invars], in_dts,
+        if eqn.primitive.scalar_formula is not None:
+            expr = F.render(eqn.primitive, [arg(a) for a in eqn.invars], in_dts,
                             out.aval.dtype, eqn.params)
         if expr is None:
             raise ValueError(f"score_mod uses {eqn.primitive.name}, which has no C++ formula "

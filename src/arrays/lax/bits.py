@@ -26,7 +26,7 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from ...core import dtypes
+from ...core import dtypes, scalar as S
 from ...core.ad_util import Zero, tangent_aval
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
@@ -47,7 +47,7 @@ def _popcount_impl(x):
     return np.bitwise_count(bits).astype(x.dtype)
 
 
-_population_count = unary("population_count", _popcount_impl, domain="int_only")
+_population_count = unary("population_count", _popcount_impl, formula=lambda x, **_: S.popcount(x), domain="int_only")
 population_count_p = _population_count.primitive
 R.defjvp_zero(population_count_p)
 

@@ -1,6 +1,7 @@
 """Primitives that exist for differentiation: stop_gradient."""
 from __future__ import annotations
 
+from ...core import scalar as S
 from ...core.primitive import Primitive
 from ..convert import operand
 from . import rules as R
@@ -10,6 +11,7 @@ stop_gradient_p = Primitive("stop_gradient", family="autodiff")
 stop_gradient_p.impl = lambda x: x
 stop_gradient_p.abstract_eval = lambda x: x
 stop_gradient_p.weak_type = lambda w: w
+stop_gradient_p.scalar_formula = S.ScalarFormula(S.same, lowp=None, name="stop_gradient")
 R.defjvp_zero(stop_gradient_p)
 stop_gradient_p.sharding = RS.elementwise(RS.UNARY_SUM)
 R.batch_unary_same_axis(stop_gradient_p)

@@ -6,7 +6,7 @@ implements them for NumPy buffers (see ``convert_element_type``'s docstring).
 """
 from __future__ import annotations
 
-from ...core import casting, dtypes
+from ...core import casting, dtypes, scalar as S
 from ...core.primitive import Primitive
 from ..array import Array
 from . import rules_sharding as RS
@@ -24,6 +24,8 @@ convert_element_type_p.impl = _impl
 convert_element_type_p.abstract_eval = lambda x, *, new_dtype, weak_type: x.update(
     dtype=new_dtype, weak_type=weak_type)
 convert_element_type_p.weak_type = lambda w, *, new_dtype, weak_type: weak_type
+convert_element_type_p.scalar_formula = S.ScalarFormula(
+    lambda x, *, out, **_: S.cast(x, out), lowp=None, name="convert_element_type")
 
 
 def convert_element_type(x, new_dtype, weak_type=False):

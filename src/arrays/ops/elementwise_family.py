@@ -25,7 +25,7 @@ import functools
 
 import numpy as np
 
-from ...core import casting, dtypes
+from ...core import casting, dtypes, scalar
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ...core.trace import EVAL_TRACE, Tracer, current_trace
@@ -162,10 +162,13 @@ class Elementwise:
         partials: the op's Partial sharding strategies (linear ops: ``add`` of two partial sums
             is a partial sum; see rules_sharding.elementwise). Every elementwise op may run on
             operands split alike along any dim.
+        formula: its scalar formula (core/scalar.py): a ``ScalarFormula``, or a function
+            ``fn(*operands, out=, params=, fmt=)`` under the default low-precision policy. None:
+            no backend fuses the op (it runs its NumPy implementation).
     """
 
     def __init__(self, name, impl, nin, *, domain="any", out="same", doc="",
-                 low_precision_in_float32=False, partials=()):
+                 low_precision_in_float32=False, partials=(), formula=None):
         self.name = name
         self.nin = nin
         self.domain = domain
@@ -182,6 +185,7 @@ class Elementwise:
         # params override this.
         batch_elementwise(prim)
         prim.sharding = rules_sharding.elementwise(partials)
+        prim.scalar_formula = scalar.as_formula(formula, name)
         self.primitive = prim
         self.wrapper = self._make_wrapper(doc)
 
@@ -320,19 +324,19 @@ def _checked_impl(name, fn, nin):
     return impl
 
 
-def unary(name, impl, *, domain="any", out="same", doc="", partials=()):
+def unary(name, impl, *, domain="any", out="same", doc="", partials=(), formula=None):
     """Declares a one-operand elementwise op; returns its public wrapper (``.primitive`` set)."""
     return Elementwise(name, impl, 1, domain=domain, out=out, doc=doc,
-                       partials=partials).wrapper
+                       partials=partials, formula=formula).wrapper
 
 
-def binary(name, impl, *, domain="any", out="same", doc="", partials=()):
+def binary(name, impl, *, domain="any", out="same", doc="", partials=(), formula=None):
     """Declares a two-operand broadcasting elementwise op; returns its public wrapper."""
     return Elementwise(name, impl, 2, domain=domain, out=out, doc=doc,
-                       partials=partials).wrapper
+                       partials=partials, formula=formula).wrapper
 
 
-def nary(name, impl, nin, *, domain="any", out="same", doc="", partials=()):
+def nary(name, impl, nin, *, domain="any", out="same", doc="", partials=(), formula=None):
     """Declares an ``nin``-operand broadcasting elementwise op; returns its public wrapper."""
     return Elementwise(name, impl, nin, domain=domain, out=out, doc=doc,
-                       partials=partials).wrapper
+                       partials=partials, formula=formula).wrapper

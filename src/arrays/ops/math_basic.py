@@ -25,6 +25,7 @@ from ...core.primitive import Primitive
 from ..convert import operand
 from .arithmetic import add, divide, equal, multiply, negative, not_equal, square, subtract
 from .convert_element_type import convert_element_type
+from ...core import scalar as S
 from .elementwise_docs import binary_doc, unary_doc
 from .elementwise_family import _LOW, _check_domain, binary, unary
 from . import rules_sharding as RS
@@ -43,8 +44,11 @@ __all__ = [
 ]
 
 
-def _inexact(name, impl, summary, notes="", domain="inexact"):
-    return unary(name, impl, domain=domain, doc=unary_doc(summary, domain, notes=notes))
+def _inexact(name, impl, summary, notes="", domain="inexact", op=None, formula=None):
+    """A float function; its scalar formula is the float op ``op`` (default: ``name``) of the
+    formula language, unless ``formula`` is given."""
+    return unary(name, impl, domain=domain, doc=unary_doc(summary, domain, notes=notes),
+                 formula=formula or S.math1(op or name))
 
 
 # JVP rules: ``fn(g, ans, *primals)`` gives the tangent contribution of one input (see
@@ -109,21 +113,21 @@ sin = _inexact("sin", np.sin, "Elementwise sine (radians).")
 cos = _inexact("cos", np.cos, "Elementwise cosine (radians).")
 tan = _inexact("tan", np.tan, "Elementwise tangent (radians).")
 arcsin = _inexact("arcsin", np.arcsin, "Elementwise inverse sine, in ``[-pi/2, pi/2]``.",
-                  "``|x| > 1`` gives nan for real input. Alias: ``asin``.")
+                  "``|x| > 1`` gives nan for real input. Alias: ``asin``.", op="asin")
 arccos = _inexact("arccos", np.arccos, "Elementwise inverse cosine, in ``[0, pi]``.",
-                  "``|x| > 1`` gives nan for real input. Alias: ``acos``.")
+                  "``|x| > 1`` gives nan for real input. Alias: ``acos``.", op="acos")
 arctan = _inexact("arctan", np.arctan, "Elementwise inverse tangent, in ``[-pi/2, pi/2]``.",
-                  "Alias: ``atan``.")
+                  "Alias: ``atan``.", op="atan")
 sinh = _inexact("sinh", np.sinh, "Elementwise hyperbolic sine.")
 cosh = _inexact("cosh", np.cosh, "Elementwise hyperbolic cosine.")
 tanh = _inexact("tanh", np.tanh, "Elementwise hyperbolic tangent.")
 arcsinh = _inexact("arcsinh", np.arcsinh, "Elementwise inverse hyperbolic sine.",
-                   "Alias: ``asinh``.")
+                   "Alias: ``asinh``.", op="asinh")
 arccosh = _inexact("arccosh", np.arccosh, "Elementwise inverse hyperbolic cosine.",
-                   "``x < 1`` gives nan for real input. Alias: ``acosh``.")
+                   "``x < 1`` gives nan for real input. Alias: ``acosh``.", op="acosh")
 arctanh = _inexact("arctanh", np.arctanh, "Elementwise inverse hyperbolic tangent.",
                    "``arctanh(+-1) == +-inf``; ``|x| > 1`` gives nan for real input. "
-                   "Alias: ``atanh``.")
+                   "Alias: ``atanh``.", op="atanh")
 asin, acos, atan = arcsin, arccos, arctan
 asinh, acosh, atanh = arcsinh, arccosh, arctanh
 
@@ -142,7 +146,7 @@ _jvp(arcsinh, lambda g, ans, x: divide(g, sqrt(add(square(x), 1))))
 _jvp(arccosh, lambda g, ans, x: divide(g, multiply(sqrt(subtract(x, 1)), sqrt(add(x, 1)))))
 _jvp(arctanh, lambda g, ans, x: divide(g, subtract(1, square(x))))
 
-arctan2 = binary("arctan2", np.arctan2, domain="real_inexact", doc=binary_doc(
+arctan2 = binary("arctan2", np.arctan2, formula=lambda a, b, **_: S.atan2(a, b), domain="real_inexact", doc=binary_doc(
     "Elementwise angle of the point ``(x2, x1)``: ``arctan(x1 / x2)`` in the right quadrant, "
     "in ``[-pi, pi]``.", "real_inexact",
     notes="Signed zeros select the quadrant as in IEEE 754 / C ``atan2`` "
@@ -162,31 +166,41 @@ _jvp(arctan2, _arctan2_dy, _arctan2_dx)
 
 # ---- other binary float functions --------------------------------------------------------------
 
-logaddexp = binary("logaddexp", np.logaddexp, domain="real_inexact", doc=binary_doc(
+logaddexp = binary("logaddexp", np.logaddexp, formula=lambda a, b, **_: S.logaddexp(a, b), domain="real_inexact", doc=binary_doc(
     "Elementwise ``log(exp(x1) + exp(x2))`` without overflow.", "real_inexact",
     notes="``logaddexp(-inf, -inf) == -inf``; ``logaddexp(inf, inf) == inf``. Derivatives: "
           "``exp(x1 - out)``, ``exp(x2 - out)``; 1/2 each where both inputs are the same "
           "infinity."))
-logaddexp2 = binary("logaddexp2", np.logaddexp2, domain="real_inexact", doc=binary_doc(
+logaddexp2 = binary("logaddexp2", np.logaddexp2, formula=lambda a, b, **_: S.logaddexp2(a, b), domain="real_inexact", doc=binary_doc(
     "Elementwise ``log2(2 ** x1 + 2 ** x2)`` without overflow.", "real_inexact"))
-hypot = binary("hypot", np.hypot, domain="real_inexact", doc=binary_doc(
+hypot = binary("hypot", np.hypot, formula=lambda a, b, **_: S.hypot(a, b), domain="real_inexact", doc=binary_doc(
     "Elementwise ``sqrt(x1 ** 2 + x2 ** 2)`` without intermediate overflow.", "real_inexact",
     notes="``hypot(inf, nan) == inf`` (IEEE 754). The derivative at ``(0, 0)`` is 0."))
-copysign = binary("copysign", np.copysign, domain="real_inexact", doc=binary_doc(
+copysign = binary("copysign", np.copysign, formula=S.ScalarFormula(lambda a, b, **_: S.copysign(a, b), lowp="exact"), domain="real_inexact", doc=binary_doc(
     "Elementwise ``|x1|`` with the sign bit of ``x2`` (``copysign(1, -0.0) == -1``).",
     "real_inexact"))
-nextafter = binary("nextafter", np.nextafter, domain="real_inexact", doc=binary_doc(
+nextafter = binary("nextafter", np.nextafter, formula=S.ScalarFormula(lambda a, b, **_: S.nextafter(a, b) if S.is_float(a.dtype) else None, lowp=None), domain="real_inexact", doc=binary_doc(
     "Elementwise next representable value after ``x1`` in the direction of ``x2``.",
     "real_inexact", notes="Works in the promoted dtype (so steps are float16 / bfloat16 "
                           "steps for those dtypes). Derivative: 1 in ``x1`` (the result follows "
                           "it), 0 in ``x2``."))
-heaviside = binary("heaviside", np.heaviside, domain="real_inexact", doc=binary_doc(
+def _heaviside_formula(a, b, *, out, params, fmt):
+    h = S.heaviside(a, b)
+    # NumPy's float16 loop gives the quiet NaN for a NaN x1, whatever its payload
+    return S.select(S.ne(a, a), float("nan"), h) if fmt == np.float16 else h
+
+
+heaviside = binary("heaviside", np.heaviside, formula=S.ScalarFormula(_heaviside_formula, lowp="exact"), domain="real_inexact", doc=binary_doc(
     "Elementwise Heaviside step: 0 for ``x1 < 0``, ``x2`` for ``x1 == 0``, 1 for ``x1 > 0``.",
     "real_inexact", notes="nan in ``x1`` gives nan. Derivative: 0 in ``x1``; 1 in ``x2`` where "
                           "``x1 == 0``, else 0."))
+# spacing / nextafter of the low-precision formats are defined on their bit patterns: no
+# formula (NumPy / ml_dtypes compute them)
 spacing = _inexact("spacing", np.spacing,
                    "Elementwise distance from ``x`` to the next larger-magnitude representable "
-                   "value (signed like ``x``).", domain="real_inexact")
+                   "value (signed like ``x``).", domain="real_inexact",
+                   formula=S.ScalarFormula(lambda x, **_: S.spacing(x) if S.is_float(x.dtype)
+                                           else None, lowp=None))
 
 
 def _logaddexp_weight(expfn, half):
@@ -247,9 +261,9 @@ defjvp_zero(spacing.primitive)  # constant between powers of two
 # floor / ceil / trunc of integers and bool are the input itself (Array API: same dtype), with
 # no primitive in a staged program.
 
-_floor = unary("floor", np.floor, domain="real")
-_ceil = unary("ceil", np.ceil, domain="real")
-_trunc = unary("trunc", np.trunc, domain="real")
+_floor = unary("floor", np.floor, formula=S.math1("floor", ints=lambda x: x), domain="real")
+_ceil = unary("ceil", np.ceil, formula=S.math1("ceil", ints=lambda x: x), domain="real")
+_trunc = unary("trunc", np.trunc, formula=S.math1("trunc", ints=lambda x: x), domain="real")
 
 
 def floor(x, /):
@@ -338,6 +352,23 @@ def _round_int(x, p):
 round_p = param_unary_primitive("round", _round_impl)
 
 
+def _round_formula(x, *, out, params, fmt):
+    d = int(params.get("decimals", 0))
+    if fmt == np.float16 and d != 0:
+        # NumPy rounds float16 in float16 steps: x * 10**d (or x / 10**-d), rint, then back
+        f = S.lit(10.0 ** abs(d), np.float16)
+        f = S.cast(f, S.F32, exact=True)
+        y = x * f if d > 0 else x / f
+        y = S.cast(S.cast(y, np.float16), S.F32, exact=True)
+        return S.rint(y) / f if d > 0 else S.rint(y) * f
+    if S.is_float(x.dtype):
+        return S.rint(x) if d == 0 else S.round_(x, d)
+    return x if x.dtype.kind in "iu" and d >= 0 else None
+
+
+round_p.scalar_formula = S.ScalarFormula(_round_formula)
+
+
 def round(x, /, decimals=0):  # noqa: A001  (the Array API name)
     """Elementwise round to ``decimals`` decimal places, ties to even (IEEE 754 / Array API).
 
@@ -378,15 +409,21 @@ batch_unary_same_axis(round_p)
 
 # ---- floating-point predicates -----------------------------------------------------------------
 
-isfinite = unary("isfinite", np.isfinite, out="bool", doc=unary_doc(
+isfinite = unary("isfinite", np.isfinite, formula=lambda x, **_: S.isfinite(x) if x.dtype.kind == "f" else S.lit(True, S.BOOL), out="bool", doc=unary_doc(
     "Elementwise test for finite values (not inf, not nan).", "any", "bool",
     notes="Integer and bool input is always finite; complex is finite when both parts are."))
-isinf = unary("isinf", np.isinf, out="bool", doc=unary_doc(
+isinf = unary("isinf", np.isinf, formula=lambda x, **_: S.isinf(x) if x.dtype.kind == "f" else S.lit(False, S.BOOL), out="bool", doc=unary_doc(
     "Elementwise test for +-inf.", "any", "bool",
     notes="Complex is infinite when either part is."))
-isnan = unary("isnan", np.isnan, out="bool", doc=unary_doc(
+isnan = unary("isnan", np.isnan, formula=lambda x, **_: S.isnan(x) if x.dtype.kind == "f" else S.lit(False, S.BOOL), out="bool", doc=unary_doc(
     "Elementwise test for nan.", "any", "bool", notes="Complex is nan when either part is."))
-signbit = unary("signbit", np.signbit, domain="real", out="bool", doc=unary_doc(
+def _signbit_formula(x, *, out, params, fmt):
+    if S.is_floating(x.dtype):
+        return S.signbit(x)
+    return S.lt(x, 0) if x.dtype.kind == "i" else S.lit(False, S.BOOL)
+
+
+signbit = unary("signbit", np.signbit, formula=S.ScalarFormula(_signbit_formula, lowp=None), domain="real", out="bool", doc=unary_doc(
     "Elementwise test of the sign bit (True for -0.0 and negative numbers, and for nan with the "
     "sign bit set).", "real", "bool"))
 for _p in (isfinite, isinf, isnan, signbit):
@@ -394,9 +431,9 @@ for _p in (isfinite, isinf, isnan, signbit):
 
 # ---- complex parts -----------------------------------------------------------------------------
 
-_real = unary("real", np.real, out="real", partials=RS.UNARY_SUM)
-_imag = unary("imag", np.imag, out="real", partials=RS.UNARY_SUM)
-_conj = unary("conj", np.conjugate, partials=RS.UNARY_SUM)
+_real = unary("real", np.real, formula=S.ScalarFormula(S.same, lowp="exact"), out="real", partials=RS.UNARY_SUM)
+_imag = unary("imag", np.imag, formula=lambda x, *, out, **_: S.lit(0, out), out="real", partials=RS.UNARY_SUM)
+_conj = unary("conj", np.conjugate, formula=S.ScalarFormula(S.same, lowp="exact"), partials=RS.UNARY_SUM)
 
 
 def real(x, /):

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ...core import casting, dtypes
+from ...core import casting, dtypes, scalar as S
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ..convert import operand
@@ -220,10 +220,10 @@ def float_power(x1, x2, /):
     return pow(convert_element_type(a, target, False), convert_element_type(b, target, False))
 
 
-gcd = binary("gcd", np.gcd, domain="int_only", doc=binary_doc(
+gcd = binary("gcd", np.gcd, formula=lambda a, b, **_: S.gcd(a, b), domain="int_only", doc=binary_doc(
     "Elementwise greatest common divisor of ``|x1|`` and ``|x2|`` (``gcd(0, 0) == 0``).",
     "int_only", notes="Results that do not fit the dtype wrap (``gcd(int8(-128), 0) == -128``)."))
-lcm = binary("lcm", np.lcm, domain="int_only", doc=binary_doc(
+lcm = binary("lcm", np.lcm, formula=lambda a, b, **_: S.lcm(a, b), domain="int_only", doc=binary_doc(
     "Elementwise least common multiple of ``|x1|`` and ``|x2|`` (0 if either is 0).",
     "int_only", notes="Integer overflow wraps."))
 defjvp_zero(gcd.primitive)
@@ -327,6 +327,20 @@ def _ldexp_abstract_eval(x1, x2):
 ldexp_p.impl = _ldexp_impl
 ldexp_p.abstract_eval = _ldexp_abstract_eval
 ldexp_p.weak_type = lambda w1, w2: w1
+
+
+def _ldexp_formula(x, e, *, out, params, fmt):
+    if not S.is_float(x.dtype) or e.dtype.kind not in "iub":
+        return None
+    # exponents beyond +-100000 saturate every float: clamped, the int32 cast cannot overflow
+    if e.dtype.kind != "b" and np.iinfo(e.dtype).max > 100000:
+        e = S.select(S.gt(e, 100000), 100000, e)
+    if e.dtype.kind == "i" and np.iinfo(e.dtype).min < -100000:
+        e = S.select(S.lt(e, -100000), -100000, e)
+    return S.ldexp(x, S.cast(e, S.I32))
+
+
+ldexp_p.scalar_formula = S.ScalarFormula(_ldexp_formula)
 ldexp_p.meta.update(nin=2, domain="real_inexact", numpy_impl=_ldexp_impl)
 
 

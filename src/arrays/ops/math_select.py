@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import inspect
 
+import ml_dtypes
 import numpy as np
 
 from ...core import casting, dtypes
 from ...core.avals import ShapedArray
 from ...core.primitive import Primitive
 from ...core.trace import EVAL_TRACE, current_trace
+from ...core import scalar as S
 from ..array import Array, wrap
 from ..convert import operand
 from .arithmetic import not_equal
@@ -34,18 +36,38 @@ __all__ = ["maximum", "minimum", "fmax", "fmin", "clip", "clamp", "clamp_min", "
 _ZERO_NOTE = ("The sign of a zero result when comparing -0.0 with 0.0 is implementation-defined "
               "(as in the Array API and NumPy).")
 
-maximum = binary("maximum", np.maximum, domain="real", partials=RS.MAX_MAX, doc=binary_doc(
+def _extremum(op, fmt):
+    """The formula of maximum / minimum / fmax / fmin on operands of ``fmt``'s family: NumPy's
+    float16 loops keep the first operand on ties (+-0), every other format the second (as the
+    ``max`` / ``min`` ops)."""
+    def ext(a, b):
+        if a.dtype == S.BOOL:
+            return a | b if op in ("max", "fmax") else a & b
+        if fmt != np.float16:
+            return S.call(op, a, b)
+        keep = S.ge(a, b) if op in ("max", "fmax") else S.le(a, b)
+        nan = a if op in ("max", "min") else b
+        return S.select(keep | S.ne(nan, nan), a, b)
+    return ext
+
+
+def _extremum_formula(op):
+    return S.ScalarFormula(lambda a, b, *, fmt, **_: _extremum(op, fmt)(a, b), lowp="exact",
+                           name=op)
+
+
+maximum = binary("maximum", np.maximum, formula=_extremum_formula("max"), domain="real", partials=RS.MAX_MAX, doc=binary_doc(
     "Elementwise maximum; NaN-propagating (a NaN operand gives NaN).", "real",
     notes=_ZERO_NOTE + " bool: logical or. Complex raises TypeError (no order).\n\n"
     + SUBGRADIENTS))
-minimum = binary("minimum", np.minimum, domain="real", partials=RS.MIN_MIN, doc=binary_doc(
+minimum = binary("minimum", np.minimum, formula=_extremum_formula("min"), domain="real", partials=RS.MIN_MIN, doc=binary_doc(
     "Elementwise minimum; NaN-propagating (a NaN operand gives NaN).", "real",
     notes=_ZERO_NOTE + " bool: logical and. Complex raises TypeError (no order).\n\n"
     + SUBGRADIENTS))
-fmax = binary("fmax", np.fmax, domain="real", partials=RS.MAX_MAX, doc=binary_doc(
+fmax = binary("fmax", np.fmax, formula=_extremum_formula("fmax"), domain="real", partials=RS.MAX_MAX, doc=binary_doc(
     "Elementwise maximum ignoring NaN: the other operand where one is NaN, NaN only where "
     "both are.", "real", notes=_ZERO_NOTE + "\n\n" + SUBGRADIENTS))
-fmin = binary("fmin", np.fmin, domain="real", partials=RS.MIN_MIN, doc=binary_doc(
+fmin = binary("fmin", np.fmin, formula=_extremum_formula("fmin"), domain="real", partials=RS.MIN_MIN, doc=binary_doc(
     "Elementwise minimum ignoring NaN: the other operand where one is NaN, NaN only where "
     "both are.", "real", notes=_ZERO_NOTE + "\n\n" + SUBGRADIENTS))
 
@@ -60,8 +82,22 @@ def _clip_impl(x, *, lo, hi):
     return x
 
 
+def _clip_formula(x, *, out, params, fmt):
+    # the bounds are rounded to the operand's format first, as the NumPy implementation does
+    def bound(v):
+        return S.cast(S.lit(v, fmt), S.F32, exact=True) if fmt is not None else S.lit(v, x.dtype)
+    if params.get("lo") is not None:
+        x = _extremum("max", fmt)(x, bound(params["lo"]))
+    if params.get("hi") is not None:
+        x = _extremum("min", fmt)(x, bound(params["hi"]))
+    return x
+
+
 clip_p = param_unary_primitive("clip", _clip_impl)
-_clamp = nary("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), 3, domain="real")
+clip_p.scalar_formula = S.ScalarFormula(_clip_formula, lowp="exact")
+_clamp = nary("clamp", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi), 3, domain="real",
+              formula=S.ScalarFormula(lambda x, lo, hi, *, fmt, **_: _extremum("min", fmt)(
+                  _extremum("max", fmt)(x, lo), hi), lowp="exact"))
 clamp_p = _clamp.primitive
 _PY_SCALARS = (int, float, bool)
 
@@ -162,6 +198,8 @@ where_p.impl = _where_impl
 where_p.abstract_eval = _where_abstract_eval
 where_p.weak_type = lambda wc, wx, wy: wx and wy
 where_p.meta.update(nin=3, domain="any", out="same", numpy_impl=_where_impl)
+where_p.scalar_formula = S.ScalarFormula(lambda c, x, y, **_: S.select(c, x, y), lowp="exact",
+                                         name="where")
 
 
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
@@ -248,7 +286,22 @@ def _nan_to_num_impl(x, *, nan, posinf, neginf):
     return _replace_real(x, nan, posinf, neginf)
 
 
+def _nan_to_num_formula(x, *, out, params, fmt):
+    if x.dtype.kind != "f":
+        return None
+    fi = ml_dtypes.finfo(fmt or x.dtype)
+
+    def value(v, default):
+        v = default if v is None else v
+        return S.cast(S.lit(v, fmt), S.F32, exact=True) if fmt is not None else S.lit(v, x.dtype)
+    inf = S.select(S.gt(x, 0), value(params.get("posinf"), fi.max),
+                   value(params.get("neginf"), fi.min))
+    return S.select(S.isnan(x), value(params.get("nan") or 0.0, 0.0),
+                    S.select(S.isinf(x), inf, x))
+
+
 nan_to_num_p = param_unary_primitive("nan_to_num", _nan_to_num_impl)
+nan_to_num_p.scalar_formula = S.ScalarFormula(_nan_to_num_formula, lowp="exact")
 
 
 def _static_float(v, what):

@@ -32,7 +32,7 @@ import math
 import numpy as np
 import scipy.special as _sc
 
-from ...core import casting, dtypes
+from ...core import casting, dtypes, scalar as S
 from .arithmetic import divide, multiply, negative, square, subtract
 from .math_basic import exp
 from .elementwise_docs import ACCEPTS, entry, fill, unary_doc
@@ -106,11 +106,11 @@ def _erfc_np(x):
     return casting.astype(out, np.asarray(x).dtype)
 
 
-erf = unary("erf", _erf_np, domain="real_inexact", doc=unary_doc(
+erf = unary("erf", _erf_np, formula=S.math1("erf"), domain="real_inexact", doc=unary_doc(
     "Elementwise error function ``erf(x) = 2/sqrt(pi) * integral_0^x exp(-t^2) dt``.",
     "real_inexact", notes="Cody's rational Chebyshev approximations (Math. Comp. 23, 1969), "
     "evaluated in float64 and rounded once. ``erf(+-inf) == +-1``; nan propagates."))
-erfc = unary("erfc", _erfc_np, domain="real_inexact", doc=unary_doc(
+erfc = unary("erfc", _erfc_np, formula=S.math1("erfc"), domain="real_inexact", doc=unary_doc(
     "Elementwise complementary error function ``erfc(x) = 1 - erf(x)``, accurate where "
     "``erf(x)`` is close to 1.", "real_inexact", notes="Cody's rational Chebyshev "
     "approximations (Math. Comp. 23, 1969), evaluated in float64 and rounded once. "

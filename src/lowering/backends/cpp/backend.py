@@ -68,7 +68,6 @@ from .. import register_backend
 from ..numpy_ref import NumpyRefExecutable
 
 logger = logging.getLogger("starling.lowering")
-F.install()
 
 # Primitives whose NumPy implementation IS the intended native path (the native GEMM, views,
 # one copy loop in C that a generated kernel would repeat, or reimplemented below): never
@@ -144,15 +143,12 @@ class CppPolicy(FusionPolicy):
             return ELEMENTWISE if F.supported_dtype(eqn.invars[0].aval.dtype) else None
         if name in indexing.PRIMITIVES:
             return SINGLE if indexing.supported(eqn) else None
-        formula = eqn.primitive.scalar_formula
-        if formula is None or eqn.primitive.multiple_results or len(eqn.outvars) != 1:
+        if eqn.primitive.scalar_formula is None or eqn.primitive.multiple_results or \
+                len(eqn.outvars) != 1:
             return None
-        args = [f"a{i}" for i in range(len(eqn.invars))]
-        try:
-            expr = formula.render(args, [v.aval.dtype for v in eqn.invars],
-                                  eqn.outvars[0].aval.dtype, eqn.params)
-        except Exception:  # noqa: BLE001  (a formula that cannot render: not fusible)
-            return None
+        expr = F.render(eqn.primitive, [f"a{i}" for i in range(len(eqn.invars))],
+                        [v.aval.dtype for v in eqn.invars], eqn.outvars[0].aval.dtype,
+                        eqn.params)
         return ELEMENTWISE if expr is not None else None
 
     def view_ok(self, base_aval, chain):

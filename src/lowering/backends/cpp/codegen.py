@@ -296,11 +296,10 @@ class _KernelBuilder:
                 (re, rdt), (im, _) = operand(eqn.invars[0]), operand(eqn.invars[1])
                 env[out] = ("pack", (re, im, rdt))
                 continue
-            formula = eqn.primitive.scalar_formula
-            if formula is None or eqn.primitive.multiple_results:
+            if eqn.primitive.scalar_formula is None or eqn.primitive.multiple_results:
                 raise NotFusible(name)
             args, dts = zip(*[operand(v) for v in eqn.invars]) if eqn.invars else ((), ())
-            expr = formula.render(list(args), list(dts), out.aval.dtype, eqn.params)
+            expr = F.render(eqn.primitive, list(args), list(dts), out.aval.dtype, eqn.params)
             if expr is None:
                 raise NotFusible(f"{name} on {[str(d) for d in dts]}")
             t = F.ctype(out.aval.dtype)

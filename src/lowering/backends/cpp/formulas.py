@@ -1,26 +1,24 @@
-"""Scalar C++ formulas of the elementwise primitives, for the ``cpp`` backend's fused kernels.
+"""The C++ renderer of the scalar formula language (core/scalar.py), for the ``cpp`` backend's
+fused kernels, and the C++ text every generated module starts with.
 
-``render(name, args, in_dtypes, out_dtype, params)`` returns a C++ expression computing one
-element of primitive ``name`` from the C++ expressions ``args`` (operands already of the C++ types
-of ``in_dtypes``), or None when the primitive / dtype combination is not supported (the backend
-then runs the primitive's NumPy implementation). Each formula reproduces the NumPy reference
-(the ``impl`` of the primitive) including NaN / inf / -0.0, integer wrap-around (kernels are built
-with ``-fwrapv``), integer division by zero (0, as NumPy) and shifts past the bit width.
+``render(prim, args, in_dtypes, out_dtype, params)`` instantiates the primitive's
+``scalar_formula`` for the dtypes and renders it as a C++ expression of one element from the C++
+expressions ``args`` (operands already of the C++ types of ``in_dtypes``), or returns None when
+there is no formula for that primitive / dtype combination (the backend then runs the
+primitive's NumPy implementation). Each language op is rendered to honour its contract: integer
+wrap-around (kernels are built with ``-fwrapv``; int8 / int16 results are cast back because C
+promotes them), integer division by zero, shifts past the bit width, NaN / inf / -0.0 (the
+NumPy-contract ops are the ``st_*`` helper templates of ``_HELPERS``).
 
 float16, bfloat16, float8_e4m3fn, float8_e5m2 and float4_e2m1fn values are held in ``float``
-(``ctype``) and stored as their bits (``ptr_ctype``, ``load_expr`` / ``store_expr``): a formula
-with such an operand or result is the float32 formula rounded to the result's format, as NumPy's
-float16 loops and ml_dtypes' ufuncs compute (``_render_lowp``, ``_convert_lowp``; the C++
-conversions and their rules are in lowp.py). ``spacing`` and ``nextafter`` of these formats
-(defined on their bit patterns) stay NumPy's. Conversions follow Starling's rules
-(core/casting.py: float -> int saturates, every cast to a float rounds once).
+(``ctype``) and stored as their bits (``ptr_ctype``, ``load_expr`` / ``store_expr``): widening
+one to float32 is free, and a ``cast`` to one rounds (``_convert_lowp``; the C++ conversions and
+their rules are in lowp.py). Conversions follow Starling's rules (core/casting.py: float -> int
+saturates, every cast to a float rounds once).
 
-At import, ``install()`` stores each formula as ``prim.scalar_formula`` (a ``CppFormula``).
-The table lives here for now; it belongs next to each primitive in its family file.
-
-``PRELUDE`` is the C++ text every generated module starts with: includes, the SIMD declarations
-of the vector math library (glibc's libmvec, when present: vectorised exp/log/sin/tanh...) and the
-small helper functions the formulas call.
+``prelude()`` is the C++ text every generated module starts with: includes, the SIMD
+declarations of the vector math library (glibc's libmvec, when present: vectorised
+exp/log/sin/tanh...) and the small helper functions the formulas call.
 """
 from __future__ import annotations
 
@@ -29,7 +27,6 @@ import ctypes.util
 import functools
 import math
 
-import ml_dtypes
 import numpy as np
 
 from ....core import casting
@@ -416,164 +413,125 @@ def prelude() -> str:
             + "\n")
 
 
-# ---- the formulas --------------------------------------------------------------------------------
-
-def _is_float(dt):
-    return dt in FLOATS
-
+# ---- rendering the scalar formula language (core/scalar.py) -------------------------------------
 
 def _fn(dt, name):
     """The C math function for ``dt``: ``expf`` for float32, ``exp`` for float64."""
     return name + ("f" if dt == np.float32 else "")
 
 
-_FLOAT_CALLS = {
-    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
-    "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
-    "arcsin": "asin", "arccos": "acos", "arctan": "atan", "sinh": "sinh", "cosh": "cosh",
-    "tanh": "tanh", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "sqrt": "sqrt",
-    "cbrt": "cbrt", "rint": "nearbyint", "erf": "erf", "erfc": "erfc",
-}
-_FLOAT_CALLS2 = {"arctan2": "atan2", "hypot": "hypot", "copysign": "copysign",
-                 "nextafter": "nextafter", "fmod": "fmod", "pow": "pow"}
-_COMPARE = {"equal": "==", "not_equal": "!=", "less": "<", "less_equal": "<=", "greater": ">",
-            "greater_equal": ">="}
-_ROUNDING = {"floor": "floor", "ceil": "ceil", "trunc": "trunc"}
+# formula-language op -> C function (float / double variants by _fn)
+_MATH = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2",
+         "log10": "log10", "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan",
+         "asin": "asin", "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh",
+         "tanh": "tanh", "asinh": "asinh", "acosh": "acosh", "atanh": "atanh", "sqrt": "sqrt",
+         "cbrt": "cbrt", "rint": "nearbyint", "erf": "erf", "erfc": "erfc", "floor": "floor",
+         "ceil": "ceil", "trunc": "trunc", "fabs": "fabs", "atan2": "atan2",
+         "copysign": "copysign", "nextafter": "nextafter"}
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "eq": "==", "ne": "!=", "lt": "<",
+          "le": "<=", "gt": ">", "ge": ">=", "and_": "&&", "or_": "||", "xor_": "!="}
+_BITS = {"band": "&", "bor": "|", "bxor": "^"}
+# ops rendered as a helper template of the prelude: st_<name><T>(...) (ints / floats variants)
+_HELPER = {"max": "st_max", "min": "st_min", "fmax": "st_fmax", "fmin": "st_fmin",
+           "shl": "st_lshift", "shr": "st_rshift", "sign": "st_sign", "heaviside": "st_heaviside",
+           "logaddexp": "st_logaddexp", "logaddexp2": "st_logaddexp2", "spacing": "st_spacing",
+           "gcd": "st_gcd", "lcm": "st_lcm"}
+_BY_KIND = {"floordiv": ("st_ffloordiv", "st_ifloordiv"), "mod": ("st_fremainder", "st_iremainder"),
+            "fmod": (None, "st_ifmod"), "pow": (None, "st_ipow")}
+_NARROW = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16))
 
 
-def _render(name, a, dts, out, params):
-    dt = dts[0] if dts else None
-    fl = dt is not None and _is_float(dt)
-    kind = dt.kind if dt is not None else None
-    t = ctype(dt) if dt is not None else None
-    if name in _FLOAT_CALLS and fl:
-        return f"{_fn(dt, _FLOAT_CALLS[name])}({a[0]})"
-    if name == "pow" and fl and a[1] == literal(2.0, dt):
-        return f"({a[0]} * {a[0]})"   # NumPy squares too: exactly pow(x, 2)
-    if name == "hypot" and fl:
-        return f"st_hypot({a[0]}, {a[1]})"   # correctly rounded (hypot.py)
-    if name in _FLOAT_CALLS2 and fl:
-        return f"{_fn(dt, _FLOAT_CALLS2[name])}({a[0]}, {a[1]})"
-    if name in _COMPARE:
-        return f"({a[0]} {_COMPARE[name]} {a[1]})"
-    if name in _ROUNDING:
-        return f"{_fn(dt, _ROUNDING[name])}({a[0]})" if fl else a[0]
-    if name == "add":
-        return f"({a[0]} || {a[1]})" if kind == "b" else f"({a[0]} + {a[1]})"
-    if name == "subtract" and kind != "b":
-        return f"({a[0]} - {a[1]})"
-    if name == "multiply":
-        return f"({a[0]} && {a[1]})" if kind == "b" else f"({a[0]} * {a[1]})"
-    if name == "divide" and fl:
-        return f"({a[0]} / {a[1]})"
-    if name == "reciprocal" and fl:
-        return f"(({t})1 / {a[0]})"
-    if name == "negative" and kind != "b":
-        return f"({t})(0 - {a[0]})" if kind == "u" else f"(-{a[0]})"
-    if name == "square" and kind != "b":
-        return f"({a[0]} * {a[0]})"
-    if name == "abs":
-        if fl:
-            return f"{_fn(dt, 'fabs')}({a[0]})"
-        if kind == "i":
-            return f"({t})({a[0]} < 0 ? 0 - {a[0]} : {a[0]})"
-        return a[0]
-    if name == "sign" and kind != "b":
-        if kind == "u":
-            return f"({t})({a[0]} > 0)"
-        return f"st_sign<{t}>({a[0]})"
-    if name in ("maximum", "minimum", "fmax", "fmin"):
-        if kind == "b":
-            return f"({a[0]} {'||' if name in ('maximum', 'fmax') else '&&'} {a[1]})"
-        fn = {"maximum": "st_max", "minimum": "st_min", "fmax": "st_fmax", "fmin": "st_fmin"}
-        return f"{fn[name]}<{t}>({a[0]}, {a[1]})"
-    if name == "clip" and kind != "b":
-        x = a[0]
-        if params.get("lo") is not None:
-            x = f"st_max<{t}>({x}, {literal(params['lo'], dt)})"
-        if params.get("hi") is not None:
-            x = f"st_min<{t}>({x}, {literal(params['hi'], dt)})"
+class _Unsupported(Exception):
+    pass
+
+
+def render_expr(e, args):
+    """C++ expression of the formula ``e`` (a core.scalar.Expr) with operand ``i`` given by the
+    C++ expression ``args[i]`` (of ``ctype`` of its dtype). Raises _Unsupported for what the
+    C++ kernels do not compute (NumPy then does)."""
+    dt, op = e.dtype, e.op
+    if op == "arg":
+        return args[e.attr]
+    if op == "lit":
+        return literal(e.attr, dt)
+    a = [render_expr(x, args) for x in e.args]
+    t = ctype(dt) if op not in ("eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf",
+                               "isfinite", "signbit") else ctype(e.args[0].dtype)
+    if op == "cast":
+        src = e.args[0].dtype
+        if is_lowp(dt) or is_lowp(src):
+            if e.attr and _F32 in (src, dt):
+                return a[0]   # widening, or a value of the format already: held in float as is
+            x = _convert_lowp(a[0], src, dt)
+        else:
+            x = _convert(a[0], src, dt)
+        if x is None:
+            raise _Unsupported(f"cast {src} -> {dt}")
         return x
-    if name == "clamp" and kind != "b":
-        return f"st_min<{t}>(st_max<{t}>({a[0]}, {a[1]}), {a[2]})"
-    if name == "where":
+    if op == "select":
         return f"({a[0]} ? {a[1]} : {a[2]})"
-    if name in ("logical_and", "logical_or", "logical_xor") and kind == "b":
-        op = {"logical_and": "&&", "logical_or": "||", "logical_xor": "!="}[name]
-        return f"({a[0]} {op} {a[1]})"
-    if name == "logical_not" and kind == "b":
+    if op in _INFIX:
+        x = f"({a[0]} {_INFIX[op]} {a[1]})"
+        # int8 / int16 arithmetic: C promotes to int; wrap like the dtype before any further use
+        return f"({t})({x})" if op in ("add", "sub", "mul") and dt in _NARROW else x
+    if op == "neg":
+        return f"({t})(0 - {a[0]})" if dt.kind == "u" or dt in _NARROW else f"(-{a[0]})"
+    if op == "not_":
         return f"(!{a[0]})"
-    if name in ("bitwise_and", "bitwise_or", "bitwise_xor") and kind in "biu":
-        op = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}[name]
-        if kind == "b":
-            op = {"&": "&&", "|": "||", "^": "!="}[op]
-        return f"({t})({a[0]} {op} {a[1]})"
-    if name == "bitwise_invert" and kind in "biu":
-        return f"(!{a[0]})" if kind == "b" else f"({t})(~{a[0]})"
-    if name == "population_count" and kind in "iu":
+    if op in _BITS:
+        return f"({t})({a[0]} {_BITS[op]} {a[1]})"
+    if op == "binv":
+        return f"({t})(~{a[0]})"
+    if op == "popcount":
         # counted on the unsigned bits of the same width (two's complement for negatives)
         u = CTYPES[np.dtype(f"uint{dt.itemsize * 8}")]
         return f"({t})__builtin_popcountll((unsigned long long)({u}){a[0]})"
-    if name == "bitwise_left_shift" and kind in "iu":
-        return f"st_lshift<{t}>({a[0]}, {a[1]})"
-    if name == "bitwise_right_shift" and kind in "iu":
-        return f"st_rshift<{t}>({a[0]}, {a[1]})"
-    if name == "floor_divide" and kind in "iuf":
-        return f"st_ffloordiv<{t}>({a[0]}, {a[1]})" if fl else \
-            f"st_ifloordiv<{t}>({a[0]}, {a[1]})"
-    if name == "remainder" and kind in "iuf":
-        return f"st_fremainder<{t}>({a[0]}, {a[1]})" if fl else \
-            f"st_iremainder<{t}>({a[0]}, {a[1]})"
-    if name == "fmod" and kind in "iu":
-        return f"st_ifmod<{t}>({a[0]}, {a[1]})"
-    if name == "pow" and kind in "iu":
-        return f"st_ipow<{t}>({a[0]}, {a[1]})"
-    if name in ("isnan", "isinf", "isfinite"):
-        if fl:
-            return f"((bool)__builtin_{name}({a[0]}))"
-        return "true" if name == "isfinite" else "false"
-    if name == "signbit" and kind in "biuf":
-        if fl:
-            return f"((bool)__builtin_signbit({a[0]}))"
-        return f"({a[0]} < 0)" if kind == "i" else "false"
-    if name == "heaviside" and fl:
-        return f"st_heaviside<{t}>({a[0]}, {a[1]})"
-    if name in ("logaddexp", "logaddexp2") and fl:
-        return f"st_{name}<{t}>({a[0]}, {a[1]})"
-    if name == "spacing" and fl:
-        return f"st_spacing<{t}>({a[0]})"
-    if name in ("gcd", "lcm") and kind in "iu":
-        return f"st_{name}<{t}>({a[0]}, {a[1]})"
-    if name == "round":
-        d = int(params.get("decimals", 0))
-        if fl:
-            return f"{_fn(dt, 'nearbyint')}({a[0]})" if d == 0 else f"st_round<{t}>({a[0]}, {d})"
-        if kind in "iu" and d >= 0:
-            return a[0]
+    if op == "pow" and dt.kind == "f":
+        if a[1] == literal(2.0, dt):
+            return f"({a[0]} * {a[0]})"   # NumPy squares too: exactly pow(x, 2)
+        return f"{_fn(dt, 'pow')}({a[0]}, {a[1]})"
+    if op == "fmod" and dt.kind == "f":
+        return f"{_fn(dt, 'fmod')}({a[0]}, {a[1]})"
+    if op in _BY_KIND:
+        return f"{_BY_KIND[op][0 if dt.kind == 'f' else 1]}<{t}>({', '.join(a)})"
+    if op == "hypot":
+        return f"st_hypot({a[0]}, {a[1]})"   # correctly rounded (hypot.py)
+    if op in _MATH:
+        return f"{_fn(dt, _MATH[op])}({', '.join(a)})"
+    if op in _HELPER:
+        return f"{_HELPER[op]}<{t}>({', '.join(a)})"
+    if op in ("isnan", "isinf", "isfinite"):
+        return f"((bool)__builtin_{op}({a[0]}))"
+    if op == "signbit":
+        if is_lowp(e.args[0].dtype):
+            # from the bits: GCC 12 crashes (internal compiler error) vectorising
+            # __builtin_signbit after the integer widening
+            return f"((bool)(st_fbits({a[0]}) >> 31))"
+        return f"((bool)__builtin_signbit({a[0]}))"
+    if op == "ldexp":
+        return f"{_fn(dt, 'ldexp')}({a[0]}, {a[1]})"
+    if op == "round":
+        return f"st_round<{t}>({a[0]}, {e.attr})"
+    raise _Unsupported(op)
+
+
+def render(prim, args, in_dtypes, out_dtype, params):
+    """C++ expression for one element of primitive ``prim`` (a Primitive or its name) from the
+    C++ expressions ``args``, or None where it has no C++ formula for these dtypes (the
+    backend then runs its NumPy implementation)."""
+    if isinstance(prim, str):
+        from ....core.primitive import Primitive
+        prim = Primitive.registry[prim]
+    formula = prim.scalar_formula
+    if formula is None or not all(supported_dtype(d) for d in in_dtypes) or \
+            not supported_dtype(out_dtype):
         return None
-    if name == "nan_to_num" and fl:
-        fi = np.finfo(dt)
-        nan = literal(params.get("nan", 0.0) or 0.0, dt)
-        hi = literal(fi.max if params.get("posinf") is None else params["posinf"], dt)
-        lo = literal(fi.min if params.get("neginf") is None else params["neginf"], dt)
-        return f"st_nan_to_num<{t}>({a[0]}, {nan}, {hi}, {lo})"
-    if name in ("conj", "real") and kind in "biuf":
-        return a[0]
-    if name == "imag" and kind in "biuf":
-        return literal(0, out)
-    if name == "stop_gradient":
-        return a[0]
-    if name == "convert_element_type":
-        return _convert(a[0], dt, out)
-    if name == "ldexp" and fl and dts[1].kind in "iub":
-        # exponents beyond +-100000 saturate every float: clamp (no int overflow on the cast)
-        e = a[1]
-        if dts[1].kind == "u" or dts[1].kind == "b":
-            e = f"(int)({e} > 100000 ? 100000 : {e})"
-        else:
-            e = f"(int)({e} < -100000 ? -100000 : ({e} > 100000 ? 100000 : {e}))"
-        return f"{_fn(dt, 'ldexp')}({a[0]}, {e})"
-    return None
+    try:
+        expr = formula.instantiate(in_dtypes, out_dtype, params)
+        return None if expr is None else render_expr(expr, list(args))
+    except (_Unsupported, TypeError, ValueError, ArithmeticError):
+        return None
+
 
 
 def _convert(x, src, dst):
@@ -591,79 +549,11 @@ def _convert(x, src, dst):
     return f"({ctype(dst)})({x})"
 
 
-# ---- low-precision floats (see lowp.py) ----------------------------------------------------
+
+
+# ---- low-precision floats (see lowp.py) ------------------------------------------------------
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-# Results that are values of the operands' format whenever the operands are (selections, sign
-# changes, integral rounding): no rounding step.
-_LOWP_EXACT = frozenset(("where", "abs", "negative", "maximum", "minimum", "fmax", "fmin",
-                         "clip", "clamp", "conj", "real", "stop_gradient", "copysign", "sign",
-                         "heaviside"))
-# Defined on the format's own bit patterns by NumPy / ml_dtypes: left to them.
-_LOWP_NUMPY = frozenset(("spacing", "nextafter"))
-_ML_DTYPES = frozenset(LP.FORMATS) - {LP.FLOAT16}   # formats whose ufuncs are ml_dtypes'
-_F16_MINMAX = {"maximum": "st_hmax", "minimum": "st_hmin", "fmax": "st_hfmax", "fmin": "st_hfmin"}
-
-
-def _render_lowp(name, a, dts, out, params):
-    """A primitive with a low-precision operand or result: the float32 formula on the widened
-    operands, rounded to the result's format (NumPy's float16 loops and ml_dtypes' ufuncs
-    compute each operation in float32 and round its result)."""
-    if name == "convert_element_type":
-        return _convert_lowp(a[0], dts[0], out)
-    if name in _LOWP_NUMPY:
-        return None
-    dt = dts[0]
-    if name == "signbit":
-        # from the bits: GCC 12 crashes (internal compiler error) vectorising __builtin_signbit
-        # after the integer widening
-        return f"((bool)(st_fbits({a[0]}) >> 31))"
-    dts32 = [_F32 if is_lowp(d) else d for d in dts]
-    out32 = _F32 if is_lowp(out) else out
-    if name == "nan_to_num":
-        fi = ml_dtypes.finfo(out)
-        nan = literal(params.get("nan", 0.0) or 0.0, out)
-        hi = literal(fi.max if params.get("posinf") is None else params["posinf"], out)
-        lo = literal(fi.min if params.get("neginf") is None else params["neginf"], out)
-        return f"st_nan_to_num<float>({a[0]}, {nan}, {hi}, {lo})"
-    # NumPy's float16 maximum / minimum keep the first operand on ties (+-0), ml_dtypes' the
-    # second (as st_max / st_min)
-    mx, mn = ("st_hmax", "st_hmin") if dt == LP.FLOAT16 else ("st_max<float>", "st_min<float>")
-    if name in _F16_MINMAX and dt == LP.FLOAT16:
-        return f"{_F16_MINMAX[name]}({a[0]}, {a[1]})"
-    if name == "clamp":
-        return f"{mn}({mx}({a[0]}, {a[1]}), {a[2]})"
-    if name == "sign" and dt in _ML_DTYPES:   # ml_dtypes: sign(+-0) is the zero itself
-        return f"({a[0]} == 0.0f ? {a[0]} : st_sign<float>({a[0]}))"
-    if name == "floor_divide" and dt in _ML_DTYPES:
-        # ml_dtypes: x // 0 is x / 0 with a positive NaN (float4 turns the NaN's sign into a 0's)
-        return LP.rounded(out, f"({a[1]} == 0.0f ? st_pnan({a[0]} / {a[1]}) : "
-                               f"st_ffloordiv<float>({a[0]}, {a[1]}))")
-    if name == "remainder" and dt in _ML_DTYPES:   # ml_dtypes: x % 0 is +NaN
-        return LP.rounded(out, f"({a[1]} == 0.0f ? st_bitsf(0x7fc00000u) : "
-                               f"st_fremainder<float>({a[0]}, {a[1]}))")
-    if name == "heaviside" and dt == LP.FLOAT16:   # NumPy: heaviside(NaN, h) is the quiet NaN
-        return f"({a[0]} != {a[0]} ? st_bitsf(0x7fc00000u) : st_heaviside<float>({a[0]}, {a[1]}))"
-    if name == "clip":   # bounds rounded to the format first, as the NumPy implementation does
-        x = a[0]
-        if params.get("lo") is not None:
-            x = f"{mx}({x}, {literal(params['lo'], dt)})"
-        if params.get("hi") is not None:
-            x = f"{mn}({x}, {literal(params['hi'], dt)})"
-        return x
-    if name == "round" and dt == LP.FLOAT16 and int(params.get("decimals", 0)) != 0:
-        # NumPy rounds float16 in float16 steps: x * 10**d (or x / 10**-d), rint, then back.
-        d = int(params["decimals"])
-        f = literal(10.0 ** abs(d), dt)
-        op1, op2 = ("*", "/") if d > 0 else ("/", "*")
-        y = LP.rounded(dt, f"{a[0]} {op1} {f}")
-        return LP.rounded(dt, f"nearbyintf({y}) {op2} {f}")
-    expr = _render(name, a, dts32, out32, params)
-    if expr is None:
-        return None
-    if is_lowp(out) and name not in _LOWP_EXACT:
-        return LP.rounded(out, expr)
-    return expr
 
 
 def _convert_lowp(x, src, dst):
@@ -694,54 +584,3 @@ def _convert_lowp(x, src, dst):
     if dst.kind in "iu":
         return f"st_f2i_sat<{ctype(dst)}>({x})"
     return None
-
-
-def render(name, args, in_dtypes, out_dtype, params):
-    """C++ expression for one element of ``name`` or None (unsupported: runs through NumPy)."""
-    dts = [np.dtype(d) for d in in_dtypes]
-    out = np.dtype(out_dtype)
-    if not all(supported_dtype(d) for d in dts) or not supported_dtype(out):
-        return None
-    if is_lowp(out) or any(is_lowp(d) for d in dts):
-        return _render_lowp(name, list(args), dts, out, params)
-    expr = _render(name, list(args), dts, out, params)
-    if expr is None:
-        return None
-    return expr
-
-
-class CppFormula:
-    """``prim.scalar_formula`` for the cpp backend: ``render(args, in_dtypes, out_dtype,
-    params)``."""
-
-    __slots__ = ("name",)
-
-    def __init__(self, name):
-        self.name = name
-
-    def render(self, args, in_dtypes, out_dtype, params):
-        return render(self.name, args, in_dtypes, out_dtype, params)
-
-    def __repr__(self):
-        return f"CppFormula({self.name})"
-
-
-FORMULA_PRIMITIVES = (
-    tuple(_FLOAT_CALLS) + tuple(_FLOAT_CALLS2) + tuple(_COMPARE) + tuple(_ROUNDING) + (
-        "add", "subtract", "multiply", "divide", "reciprocal", "negative", "square", "abs",
-        "sign", "maximum", "minimum", "fmax", "fmin", "clip", "clamp", "where", "logical_and",
-        "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
-        "bitwise_invert", "bitwise_left_shift", "bitwise_right_shift", "floor_divide",
-        "remainder", "isnan", "isinf", "isfinite", "signbit", "heaviside", "logaddexp",
-        "logaddexp2", "spacing", "gcd", "lcm", "round", "nan_to_num", "conj", "real", "imag",
-        "stop_gradient", "convert_element_type", "ldexp", "population_count"))
-
-
-def install():
-    """Sets ``scalar_formula`` on every primitive this table covers (those registered now)."""
-    from ....core.primitive import Primitive
-    for name in set(FORMULA_PRIMITIVES):
-        prim = Primitive.registry.get(name)
-        if prim is not None and prim.scalar_formula is None:
-            prim.scalar_formula = CppFormula(name)
-
