@@ -22,7 +22,7 @@ def requirements() -> list[tuple[str, str]]:
         lines += extra
     out = {}
     for line in lines:
-        m = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)\s*([^;]*)", line)
+        m = re.fullmatch(r"\s*([A-Za-z0-9_.\-]+)\s*([^;]*)(;.*)?", line)   # ; environment marker
         if m is None:
             raise ValueError(f"{PYPROJECT}: cannot read the requirement {line!r}")
         out.setdefault(m.group(1), m.group(2).strip())

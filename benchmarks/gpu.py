@@ -1,0 +1,144 @@
+"""GPU: Starling's Triton kernels vs PyTorch (eager and torch.compile) and the copy bandwidth.
+
+Runs only where a CUDA GPU, torch and triton are installed; elsewhere it says so and exits 0.
+Cases (float32 / bfloat16, 64M elements; GB/s = bytes read + written per second):
+
+  copy          x.clone(): the device's copy bandwidth, the roof of memory-bound kernels
+  cheap         x * 2 + 1
+  chain         tanh(x) * 0.5 + exp(-x * x) * y - maximum(x, y) ** 2   (two inputs)
+  chain_bf16    the chain on bfloat16 operands (computed in float32, rounded once)
+
+Starling's kernel is the one its triton backend generates for the function (codegen.Kernel),
+compiled by Triton's JIT and launched on torch's CUDA tensors (which speak the pointer protocol
+Triton takes); it is checked against torch's result first. Target (issue: GPU backends): a
+fused elementwise chain at >= 85% of the copy bandwidth. The GEMM rows of that issue (bf16 8192^3
+vs torch.matmul, GEMM + bias + GELU vs torch.compile, fp8 scaled GEMM vs torch._scaled_mm) print
+"not built": Starling has no Triton / CUTLASS GEMM yet.
+
+Run: ``python benchmarks/gpu.py [--quick]``. Timings: CUDA events, median of the rounds, the
+contenders interleaved round by round.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+
+def _available():
+    try:
+        import torch
+        import triton  # noqa: F401
+    except ImportError as e:
+        return f"needs torch and triton ({e})"
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    return None
+
+
+def _kernel(fn, *arrays):
+    import starling.numpy as snp
+    from starling.lowering import backends
+    from starling.lowering.pipeline import run_pipeline
+    from starling.transforms.stage import make_ir
+    prog = run_pipeline(make_ir(fn)(*[snp.asarray(a) for a in arrays]))
+    exe = backends.get_backend("triton").compile(prog)
+    if len(exe.kernels) != 1 or len(exe.program.eqns) != 1:
+        raise RuntimeError(f"{fn.__name__}: expected one kernel, got\n{exe.program}")
+    return next(iter(exe.kernels.values()))
+
+
+def _launcher(kernel, block=1024):
+    from starling.lowering.backends.triton import aot
+    jit = kernel.load(interpret=False)
+    n = kernel.size
+    grid = ((n + block - 1) // block,)
+
+    def run(*tensors):
+        import torch
+        # the kernels hold bfloat16 values as their bits (triton/formulas.py)
+        bits = [t.view(torch.uint16) if t.dtype == torch.bfloat16 else t for t in tensors]
+        outs = [torch.empty(kernel.shape, device="cuda", dtype=tensors[0].dtype)
+                for _ in kernel.out_avals]
+        out_bits = [o.view(torch.uint16) if o.dtype == torch.bfloat16 else o for o in outs]
+        strides = [s for t in tensors for s in t.stride()]
+        jit[grid](*bits, *out_bits, n, *strides, BLOCK=block, num_warps=4, **aot.OPTIONS)
+        return outs[0]
+    return run
+
+
+def _time(fns, rounds):
+    import torch
+    times = {k: [] for k in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            fn()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            for _ in range(10):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            times[name].append(start.elapsed_time(end) / 10 / 1e3)
+    return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    why = _available()
+    if why:
+        print(f"benchmarks/gpu.py: {why}: nothing to measure")
+        return 0
+    import ml_dtypes
+    import torch
+    import starling.numpy as snp
+    n = (1 << 24) if args.quick else (1 << 26)
+    rounds = 5 if args.quick else 15
+    print(f"device: {torch.cuda.get_device_name()}, {n} elements, median of {rounds} rounds")
+
+    def cheap(x):
+        return x * 2 + 1
+
+    def chain(x, y):
+        return snp.tanh(x) * 0.5 + snp.exp(-x * x) * y - snp.maximum(x, y) ** 2
+
+    def tchain(x, y):
+        return torch.tanh(x) * 0.5 + torch.exp(-x * x) * y - torch.maximum(x, y) ** 2
+
+    cases = [("cheap", cheap, lambda x: x * 2 + 1, 1, np.float32, torch.float32),
+             ("chain", chain, tchain, 2, np.float32, torch.float32),
+             ("chain_bf16", chain, tchain, 2, ml_dtypes.bfloat16, torch.bfloat16)]
+    x = torch.randn(n, device="cuda")
+    copy_s = _time({"copy": lambda: x.clone()}, rounds)["copy"]
+    copy_gbs = 2 * x.numel() * 4 / copy_s / 1e9
+    print(f"{'case':<12} {'starling GB/s':>14} {'% of copy':>10} {'torch eager':>12} "
+          f"{'torch.compile':>14} {'vs compile':>11}")
+    print(f"{'copy':<12} {copy_gbs:>14.0f} {100:>10.0f}")
+    for name, sfn, tfn, nin, ndt, tdt in cases:
+        kernel = _kernel(sfn, *[np.zeros(n, ndt)] * nin)   # shapes are part of the kernel
+        ours = _launcher(kernel)
+        ins = [torch.randn(n, device="cuda").to(tdt) for _ in range(nin)]
+        compiled = torch.compile(tfn)
+        want = tfn(*ins).float()
+        got = ours(*ins).float()
+        if not torch.allclose(got, want, rtol=2e-2 if tdt == torch.bfloat16 else 1e-5,
+                              atol=1e-5, equal_nan=True):
+            raise SystemExit(f"{name}: Starling's kernel disagrees with torch")
+        t = _time({"starling": lambda: ours(*ins), "eager": lambda: tfn(*ins),
+                   "compile": lambda: compiled(*ins)}, rounds)
+        nbytes = (nin + 1) * n * ins[0].element_size()
+        gbs = {k: nbytes / v / 1e9 for k, v in t.items()}
+        print(f"{name:<12} {gbs['starling']:>14.0f} {100 * gbs['starling'] / copy_gbs:>10.0f} "
+              f"{gbs['eager']:>12.0f} {gbs['compile']:>14.0f} "
+              f"{t['compile'] / t['starling']:>10.2f}x")
+    for row in ("bf16 GEMM 8192^3 vs torch.matmul", "GEMM + bias + GELU vs torch.compile",
+                "fp8 scaled GEMM vs torch._scaled_mm"):
+        print(f"{row}: not built (no Triton / CUTLASS GEMM in Starling yet)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

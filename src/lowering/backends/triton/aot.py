@@ -1,0 +1,25 @@
+"""Ahead-of-time compilation of Starling's Triton kernels for a GPU target, without a GPU.
+
+``compile_kernel(kernel, arch=90)`` compiles a codegen.Kernel with Triton's compiler for
+``sm_<arch>`` (``sm_90a`` for H100 / H200: Triton picks the arch-specific variant) and returns
+Triton's compiled kernel (``.asm`` holds ttir / ttgir / llir / ptx / cubin). It needs no driver:
+Triton's wheel ships ptxas. CI uses it to check that every kernel the backend emits reaches PTX
+and a cubin for the H200, so a kernel that does not compile fails there and not on the GPU.
+
+Floating-point contraction (``a * b + c`` into an FMA) is disabled, as in the C++ kernels, so
+results round as NumPy's.
+"""
+from __future__ import annotations
+
+BLOCK = 1024
+OPTIONS = {"enable_fp_fusion": False}
+
+
+def compile_kernel(kernel, arch=90, block=BLOCK):
+    """Triton's CompiledKernel of ``kernel`` for ``cuda`` ``sm_<arch>``."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+    src = ASTSource(fn=kernel.load(interpret=False), signature=kernel.signature(),
+                    constexprs={"BLOCK": block})
+    return triton.compiler.compile(src, target=GPUTarget("cuda", arch, 32), options=OPTIONS)

@@ -1,0 +1,152 @@
+"""The ``triton`` backend: fused elementwise groups as Triton kernels, the rest on the host.
+
+``compile(f, backend="triton")`` runs the backend passes (complex decomposition, fusion with
+``TritonPolicy``: elementwise equations whose scalar formulas Triton renders; views stay NumPy
+views, read in place through the kernels' strides), renders every fused group as a Triton kernel
+(codegen.py) and returns a ``TritonExecutable``: a host-driven schedule that launches the kernels
+and runs every other equation with its NumPy implementation.
+
+Where kernels run: Starling's arrays live in host memory (a "cuda" device with cupy buffers is
+not built yet), so the kernels run under Triton's interpreter over the NumPy buffers themselves
+(buffers.py); that is how CI and machines without a GPU run them. ``aot.py`` compiles the same
+kernels for a GPU target (sm_90a) without one. The interpreter executes a program of ``BLOCK``
+elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there (``INTERPRETER_BLOCK``).
+
+Not yet here (issue: GPU backends): reductions inside kernels, control-flow bodies (their fused
+groups run through NumPy), the matmul templates and autotuning, device buffers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ....arrays.array import wrap
+from ....core.ir import Literal
+from ....core.trace import EVAL_TRACE, EvalTrace, set_current_trace
+from ...fused import fused_kernel_p
+from ...passes.complex_decompose import complex_decompose
+from ...passes.dce import dce
+from ...passes.fusion import ELEMENTWISE, FusionPolicy, fusion
+from ...pipeline import run_pipeline
+from .. import register_backend
+from . import codegen, formulas as F
+from .buffers import NumpyBuffer
+
+# Elements per interpreted program: the interpreter's cost is per program, not per element.
+INTERPRETER_BLOCK = 1 << 14
+
+
+class TritonPolicy(FusionPolicy):
+    """Fuses the elementwise equations whose formulas render in Triton for their dtypes."""
+
+    def kind(self, eqn):
+        p = eqn.primitive
+        if p.scalar_formula is None or p.multiple_results or len(eqn.outvars) != 1:
+            return None
+        if any(not isinstance(d, int) for d in eqn.outvars[0].aval.shape):
+            return None
+        expr = F.render(p, [f"a{i}" for i in range(len(eqn.invars))],
+                        [v.aval.dtype for v in eqn.invars], eqn.outvars[0].aval.dtype,
+                        eqn.params)
+        return ELEMENTWISE if expr is not None else None
+
+
+def triton_passes(policy):
+    """The backend's passes after the common pipeline."""
+    return [("complex_decompose", complex_decompose), ("fusion", lambda p: fusion(p, policy)),
+            ("dce", dce)]
+
+
+def _require_triton():
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        raise ImportError("compile(backend='triton') needs the triton package: "
+                          "pip install -e '.[gpu]' (it runs without a GPU, in Triton's "
+                          "interpreter)") from None
+
+
+def _strides(a, rank_offset, shape):
+    """Element strides of ``a`` for the kernel: 0 along dims broadcast to the loop shape."""
+    out = []
+    for d, (n, s) in enumerate(zip(a.shape, a.strides)):
+        out.append(0 if n == 1 and shape[rank_offset + d] != 1 else s // a.itemsize)
+    return out
+
+
+def launch(kernel, arrays, interpret=True, block=None):
+    """Runs ``kernel`` (codegen.Kernel) on the host ``arrays`` (its inputs, in order); returns
+    its outputs (new C-contiguous arrays of the loop shape)."""
+    outs = [np.empty(kernel.shape, a.dtype) for a in kernel.out_avals]
+    n = kernel.size
+    if n == 0:
+        return outs
+    args, strides = [], []
+    for a, aval in zip(arrays, kernel.in_avals):
+        a = np.asarray(a)
+        if a.dtype != aval.dtype or any(s % a.itemsize for s in a.strides):
+            a = np.ascontiguousarray(a, aval.dtype)
+        args.append(NumpyBuffer(a))
+        strides += _strides(a, len(kernel.shape) - a.ndim, kernel.shape)
+    block = block or min(INTERPRETER_BLOCK, 1 << max(0, (n - 1).bit_length()))
+    fn = kernel.load(interpret)
+    with np.errstate(all="ignore"):   # masked-off lanes compute on whatever memory they see
+        fn[((n + block - 1) // block,)](*args, *[NumpyBuffer(o) for o in outs], n, *strides,
+                                        BLOCK=block)
+    return outs
+
+
+class TritonExecutable:
+    """``exe(consts, args) -> list of Arrays``; ``.program`` is the fused Program, ``.kernels``
+    its Kernels (by equation index), ``.source`` their Triton source."""
+
+    def __init__(self, program, kernels):
+        self.program = program
+        self.kernels = kernels
+        self.source = "\n\n".join(k.source for k in kernels.values()) or None
+
+    def __call__(self, consts, args, shape_env=None):
+        prog = self.program
+        env = dict(zip(prog.constvars, consts))
+        env.update(zip(prog.invars, args))
+
+        def read(v):
+            return EvalTrace.wrap(v.val, v.aval.weak_type) if isinstance(v, Literal) else env[v]
+
+        with set_current_trace(EVAL_TRACE):
+            for i, eqn in enumerate(prog.eqns):
+                kernel = self.kernels.get(i)
+                ins = [read(v) for v in eqn.invars]
+                if kernel is not None:
+                    sub = eqn.params["program"]
+                    bufs = [np.asarray(c._buf if hasattr(c, "_buf") else c) for c in sub.consts]
+                    bufs += [np.asarray(x._buf) for x in ins]
+                    outs = [wrap(o, v.aval.weak_type)
+                            for o, v in zip(launch(kernel, bufs), eqn.outvars)]
+                else:
+                    outs = eqn.primitive.bind(*ins, **eqn.params)
+                    if not eqn.primitive.multiple_results:
+                        outs = [outs]
+                env.update(zip(eqn.outvars, outs))
+            return [read(v) for v in prog.outvars]
+
+
+class TritonBackend:
+    """The ``triton`` backend (see the module docstring). ``supports`` is true for every
+    primitive with a reference impl: what is not a Triton kernel runs on the host."""
+    name = "triton"
+    supports_dynamic_shapes = False
+
+    def supports(self, primitive) -> bool:
+        return primitive.impl is not None
+
+    def compile(self, program):
+        _require_triton()
+        fused = run_pipeline(program, passes=triton_passes(TritonPolicy()), label="triton")
+        kernels = {}
+        for i, eqn in enumerate(fused.eqns):
+            if eqn.primitive is fused_kernel_p:
+                kernels[i] = codegen.render(eqn.params["program"], f"st_kernel_{i}")
+        return TritonExecutable(fused, kernels)
+
+
+register_backend(TritonBackend())

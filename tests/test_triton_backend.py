@@ -1,0 +1,239 @@
+"""The triton backend: fused elementwise kernels rendered from the scalar formula language, run
+under Triton's interpreter over NumPy buffers (no GPU), and compiled ahead of time for sm_90a.
+Values are checked against the NumPy implementations (eager / numpy_ref)."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import starling as st
+import starling.numpy as snp
+from starling import tree
+from starling.core.ir import eval_program
+from starling.lowering import backends
+from starling.lowering.fused import fused_kernel_p
+from starling.lowering.pipeline import run_pipeline
+from starling.transforms.stage import make_ir
+
+triton = pytest.importorskip("triton", reason="the triton package is not installed "
+                                              "(pip install -e '.[gpu]'; Linux only)")
+from starling.lowering.backends.triton import aot, backend as triton_backend  # noqa: E402
+from starling.lowering.backends.triton.buffers import NumpyBuffer  # noqa: E402
+
+from tests.test_scalar_formula import _CASES, _HARD  # noqa: E402
+
+
+def tcompile(f):
+    return st.compile(f, backend="triton")
+
+
+def _exe(f, *args):
+    prog = run_pipeline(make_ir(f)(*[snp.asarray(a) for a in args]))
+    return backends.get_backend("triton").compile(prog)
+
+
+def _close(got, want, ulps=0):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.shape == want.shape and got.dtype == want.dtype, (got.dtype, want.dtype)
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want)
+        return
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    with np.errstate(all="ignore"):
+        unit = np.abs(np.nextafter(want, np.array(np.inf, want.dtype)).astype(np.float64) - w)
+    ok = (g == w) | (np.isnan(g) & np.isnan(w)) | (np.abs(g - w) <= ulps * unit)
+    ok &= (np.signbit(g) == np.signbit(w)) | np.isnan(w) | (ulps > 0)
+    assert ok.all(), (g[~ok][:5], w[~ok][:5])
+
+
+def test_a_fused_chain_is_one_triton_kernel_reading_broadcast_operands():
+    def f(x, y, b):
+        return snp.tanh(x) * 0.5 + snp.exp(-x * y) * b - snp.maximum(x, y) ** 2
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((37, 50)).astype(np.float32) for _ in range(2))
+    b = rng.standard_normal(50).astype(np.float32)
+    exe = _exe(f, x, y, b)
+    kernels = [e for e in exe.program.eqns if e.primitive is fused_kernel_p]
+    assert len(kernels) == 1 and len(exe.kernels) == 1
+    assert "tl.load" in exe.source and "M.tanh" in exe.source
+    assert "(v7 * v7)" in exe.source or "* v" in exe.source   # pow(x, 2) squares
+    _close(tcompile(f)(x, y, b), f(snp.asarray(x), snp.asarray(y), snp.asarray(b)), ulps=1)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (7, 13), (0, 5), (3, 1, 17)])
+def test_many_programs_masks_and_degenerate_shapes(shape, monkeypatch):
+    monkeypatch.setattr(triton_backend, "INTERPRETER_BLOCK", 16)   # several programs, a ragged one
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape).astype(np.float64)
+    y = rng.integers(-5, 5, shape).astype(np.int32)
+
+    def f(x, y):
+        return [snp.where(y > 0, x * 2.0, -x), (y * 3) // 2, snp.isnan(x / 0.0)]
+    with np.errstate(all="ignore"):
+        for g, w in zip(tcompile(f)(x, y), f(snp.asarray(x), snp.asarray(y))):
+            _close(g, w)
+
+
+def test_views_are_read_in_place_through_strides():
+    x = np.arange(48, dtype=np.float32).reshape(6, 8)
+
+    def f(x):
+        return x.T * 2.0 + x[::-1].T - snp.broadcast_to(x[:, :1], (6, 8)).T
+    exe = _exe(f, x)
+    assert exe.kernels   # the transposes / reversal / broadcast stay views the kernel reads
+    _close(tcompile(f)(x), f(snp.asarray(x)))
+
+
+@pytest.mark.parametrize("case", list(_CASES))
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+def test_hard_values_match_numpy(case, dt):
+    fn, ulps = _CASES[case]
+    a, b = np.meshgrid(_HARD, _HARD)
+    a, b = a.ravel().astype(dt), b.ravel().astype(dt)
+    with np.errstate(all="ignore"):
+        want = fn(snp.asarray(a), snp.asarray(b))
+        got = tcompile(fn)(a, b)
+    _close(got, want, ulps)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint64])
+def test_integer_formulas_wrap_and_divide_like_numpy(dt):
+    info = np.iinfo(dt)
+    v = np.array([0, 1, 2, 7, info.max, info.max - 1, info.min, info.min + 1, 63, 64], dt)
+    if info.min:
+        v = np.concatenate([v, np.array([-1, -2, -7, -64], dt)])
+    a, b = (m.ravel() for m in np.meshgrid(v, v))
+
+    def f(a, b):
+        return [a + b * a, -a, snp.abs(a), snp.floor_divide(a, b), snp.remainder(a, b),
+                snp.fmod(a, b), snp.bitwise_left_shift(a, b), snp.bitwise_right_shift(a, b),
+                snp.maximum(a, b), snp.sign(a), ~a ^ b, a.astype(np.float32),
+                (a.astype(np.float64) * 1e30).astype(dt)]
+    with np.errstate(all="ignore"):
+        for g, w in zip(tcompile(f)(a, b), f(snp.asarray(a), snp.asarray(b))):
+            _close(g, w)
+
+
+def test_float_to_int_conversion_saturates():
+    x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 2.9, -2.9, 127.5, -128.7, 255.9],
+                 np.float32)
+
+    def f(x):
+        return [x.astype(t) for t in (np.int8, np.uint8, np.int32, np.int64, np.uint32, bool)]
+    for g, w in zip(tcompile(f)(x), f(snp.asarray(x))):
+        _close(g, w)
+
+
+def test_what_triton_does_not_compute_runs_on_the_host():
+    # complex numbers are decomposed; float8 and integer powers are not rendered: right values
+    z = (np.arange(6) + 1j).astype(np.complex64)
+    x8 = np.linspace(-2, 2, 6).astype(ml_dtypes.float8_e4m3fn)
+    n = np.arange(6, dtype=np.int32)
+
+    def f(z, x8, n):
+        return [snp.exp(z) * 2, x8 * x8, n ** n]
+    for g, w in zip(tree.leaves(tcompile(f)(z, x8, n)),
+                    tree.leaves(f(snp.asarray(z), snp.asarray(x8), snp.asarray(n)))):
+        np.testing.assert_allclose(np.asarray(g).astype(np.complex128),
+                                   np.asarray(w).astype(np.complex128), rtol=1e-6)
+
+
+def test_grad_of_a_program_runs_through_triton():
+    def loss(w, x):
+        return snp.sum(snp.tanh(x * w) ** 2 + snp.logaddexp(x, w))
+    x = np.linspace(-3, 3, 40).astype(np.float32)
+    w = np.float32(0.7) * np.ones(40, np.float32)
+    g = st.compile(st.grad(loss), backend="triton")(w, x)
+    _close(g, st.grad(loss)(snp.asarray(w), snp.asarray(x)), ulps=4)
+
+
+def test_numpy_buffer_speaks_the_interpreters_protocol():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)[:, ::2]
+    b = NumpyBuffer(a)
+    assert str(b.dtype) == "torch.float32" and b.stride() == (4, 2) and b.size() == (3, 2)
+    assert b.data_ptr() == b.untyped_storage().data_ptr() == a.ctypes.data
+    with pytest.raises(TypeError, match="complex64"):
+        NumpyBuffer(np.zeros(2, np.complex64))
+
+
+def test_missing_triton_is_a_clear_error(monkeypatch):
+    import builtins
+    real = builtins.__import__
+
+    def no_triton(name, *args, **kwargs):
+        if name == "triton" or name.startswith("triton."):
+            raise ImportError("no triton")
+        return real(name, *args, **kwargs)
+    monkeypatch.setattr(builtins, "__import__", no_triton)
+    with pytest.raises(ImportError, match=r"pip install -e '\.\[gpu\]'"):
+        backends.get_backend("triton").compile(make_ir(lambda x: x + 1)(snp.ones(3)))
+
+
+def test_kernels_compile_for_sm90a_without_a_gpu():
+    # every kernel of a small MLP step, plus integer / bool / bfloat16 ones, reaches PTX and a
+    # cubin for the H200 (sm_90a)
+    def step(w, x, n, h):
+        y = snp.maximum(x @ w, 0.0)
+        return [snp.sum(snp.exp(-y * y) + snp.log1p(y)), (n << 2) % 7, n > 3,
+                (h * h).astype(ml_dtypes.bfloat16) + h]
+    rng = np.random.default_rng(0)
+    w, x = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((4, 8))
+    x = x.astype(np.float32)
+    n = np.arange(8, dtype=np.int64)
+    h = rng.standard_normal(8).astype(ml_dtypes.bfloat16)
+    exe = _exe(step, w, x, n, h)
+    assert len(exe.kernels) >= 3
+    for k in exe.kernels.values():
+        compiled = aot.compile_kernel(k, arch=90)
+        ptx = compiled.asm["ptx"]
+        assert ".target sm_90a" in ptx and compiled.asm["cubin"], k.name
+
+
+def test_no_contraction_into_fma_on_the_gpu():
+    # x * y + z rounds twice, as NumPy and the C++ kernels compute it
+    x = np.ones(8, np.float32)
+    ptx = aot.compile_kernel(next(iter(_exe(lambda x, y, z: x * y + z, x, x, x)
+                                       .kernels.values()))).asm["ptx"]
+    assert "mul.rn.f32" in ptx and "add.rn.f32" in ptx and "fma" not in ptx
+
+
+# ---- the elementwise OpInfos, on the triton backend (the cpp sweep's cases) -------------------
+
+def _sweep_cases():
+    from tests.test_compile_cpp import CASES
+    ok = {"float32", "float64", "int32", "int64", "int8", "uint8", "bool", "float16",
+          "bfloat16"}
+    return [c for c in CASES if c[1].name in ok]
+
+
+@pytest.mark.slow
+def test_opinfo_sweep_matches_numpy_ref():
+    from tests.test_compile_cpp import _staged
+    failures, fused = [], 0
+    for info, dt, sample in _sweep_cases():
+        f, arrays = _staged(info, sample)
+        try:
+            f(*arrays)
+            prog = run_pipeline(make_ir(f)(*arrays))
+        except Exception:  # noqa: BLE001  (the op rejects this sample: nothing to compare)
+            continue
+        want = eval_program(prog, prog.consts, *arrays)
+        exe = backends.get_backend("triton").compile(prog)
+        fused += bool(exe.kernels)
+        with np.errstate(all="ignore"):
+            got = exe(prog.consts, arrays)
+        rtol, atol = info.tol(dt)
+        for g, w in zip(got, tree.leaves(want)):
+            g, w = np.asarray(g), np.asarray(w)
+            try:
+                assert g.shape == w.shape and g.dtype == w.dtype
+                if g.dtype.kind in "biu":
+                    np.testing.assert_array_equal(g, w)
+                else:
+                    np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64),
+                                               rtol=max(rtol, 2e-5), atol=atol, equal_nan=True)
+            except AssertionError as e:
+                failures.append(f"{info.name}[{dt}] {sample.name}: {str(e)[:300]}")
+    assert not failures, "\n".join(failures[:20])
+    assert fused > 100
