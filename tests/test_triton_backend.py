@@ -115,6 +115,44 @@ def test_integer_formulas_wrap_and_divide_like_numpy(dt):
             _close(g, w)
 
 
+def _softmax_and_friends(x):
+    m = snp.max(x, axis=-1, keepdims=True)
+    e = snp.exp(x - m)
+    return [e / snp.sum(e, axis=-1, keepdims=True), snp.min(x, axis=0), snp.sum(x * x),
+            snp.any(x > 1, axis=-1), snp.all(x < 3, axis=0), snp.max(x, axis=(0, 2))]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, ml_dtypes.bfloat16, np.float16])
+def test_reductions_run_in_kernels(dt, monkeypatch):
+    monkeypatch.setattr(triton_backend, "INTERPRETER_BLOCK", 8)   # loops of several blocks
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 4, 19)).astype(dt)
+    x[1, 2, 5] = np.nan          # max / min propagate NaN (NumPy), also across lanes
+    x[2, 0, 0] = -np.inf
+    exe = _exe(_softmax_and_friends, x)
+    assert sum(k.reduced is not None for k in exe.kernels.values()) >= 4
+    assert not [e for e in exe.program.eqns if e.primitive.name.startswith("reduce_")]
+    got = tcompile(_softmax_and_friends)(x)
+    want = _softmax_and_friends(snp.asarray(x))
+    for g, w in zip(got, want):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        tol = {np.float32: 1e-6, np.float64: 1e-13}.get(dt, 1e-2)
+        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol,
+                                   atol=tol, equal_nan=True)
+
+
+def test_integer_bool_and_empty_reductions():
+    n = np.array([[100, 100, 100], [-128, -1, 127]], np.int8)
+    z = np.zeros((4, 0), np.float32)
+
+    def f(n, z):
+        return [snp.sum(n, axis=1, dtype=np.int8), snp.max(n, axis=0), snp.min(n),
+                snp.sum(z, axis=1), snp.any(z > 0, axis=1), snp.all(z > 0, axis=1)]
+    for g, w in zip(tcompile(f)(n, z), f(snp.asarray(n), snp.asarray(z))):
+        _close(g, w)
+
+
 def test_float_to_int_conversion_saturates():
     x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 2.9, -2.9, 127.5, -128.7, 255.9],
                  np.float32)
@@ -176,7 +214,8 @@ def test_kernels_compile_for_sm90a_without_a_gpu():
     def step(w, x, n, h):
         y = snp.maximum(x @ w, 0.0)
         return [snp.sum(snp.exp(-y * y) + snp.log1p(y)), (n << 2) % 7, n > 3,
-                (h * h).astype(ml_dtypes.bfloat16) + h]
+                (h * h).astype(ml_dtypes.bfloat16) + h, snp.max(y, axis=0),
+                snp.any(y > 1, axis=1)]
     rng = np.random.default_rng(0)
     w, x = rng.standard_normal((8, 8)).astype(np.float32), rng.standard_normal((4, 8))
     x = x.astype(np.float32)

@@ -12,8 +12,10 @@ not built yet), so the kernels run under Triton's interpreter over the NumPy buf
 kernels for a GPU target (sm_90a) without one. The interpreter executes a program of ``BLOCK``
 elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there (``INTERPRETER_BLOCK``).
 
-Not yet here (issue: GPU backends): reductions inside kernels, control-flow bodies (their fused
-groups run through NumPy), the matmul templates and autotuning, device buffers.
+Kernels compute elementwise groups and their reductions (sum / max / min / and / or over one
+set of axes). Not yet here (issue: GPU backends): argmax / argmin and products in kernels,
+control-flow bodies (their fused groups run through NumPy), the matmul templates and
+autotuning, device buffers.
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ....core.trace import EVAL_TRACE, EvalTrace, set_current_trace
 from ...fused import fused_kernel_p
 from ...passes.complex_decompose import complex_decompose
 from ...passes.dce import dce
-from ...passes.fusion import ELEMENTWISE, FusionPolicy, fusion
+from ...passes.fusion import ELEMENTWISE, REDUCE, FusionPolicy, fusion
 from ...pipeline import run_pipeline
 from .. import register_backend
 from . import codegen, formulas as F
@@ -36,10 +38,15 @@ INTERPRETER_BLOCK = 1 << 14
 
 
 class TritonPolicy(FusionPolicy):
-    """Fuses the elementwise equations whose formulas render in Triton for their dtypes."""
+    """Fuses the elementwise equations whose formulas render in Triton for their dtypes and the
+    reductions codegen.REDUCTIONS; a finished group is kept when it renders as one kernel."""
 
     def kind(self, eqn):
         p = eqn.primitive
+        if p.name in codegen.REDUCTIONS:
+            dt = eqn.invars[0].aval.dtype
+            return REDUCE if F.supported_dtype(dt) and F.supported_dtype(
+                eqn.outvars[0].aval.dtype) else None
         if p.scalar_formula is None or p.multiple_results or len(eqn.outvars) != 1:
             return None
         if any(not isinstance(d, int) for d in eqn.outvars[0].aval.shape):
@@ -48,6 +55,13 @@ class TritonPolicy(FusionPolicy):
                         [v.aval.dtype for v in eqn.invars], eqn.outvars[0].aval.dtype,
                         eqn.params)
         return ELEMENTWISE if expr is not None else None
+
+    def validate(self, program):
+        try:
+            codegen.render(program, "check")
+        except (codegen.NotFusible, F.Unsupported):
+            return False
+        return True
 
 
 def triton_passes(policy):
@@ -76,9 +90,9 @@ def _strides(a, rank_offset, shape):
 def launch(kernel, arrays, interpret=True, block=None):
     """Runs ``kernel`` (codegen.Kernel) on the host ``arrays`` (its inputs, in order); returns
     its outputs (new C-contiguous arrays of the loop shape)."""
-    outs = [np.empty(kernel.shape, a.dtype) for a in kernel.out_avals]
+    outs = [np.empty(a.shape, a.dtype) for a in kernel.out_avals]
     n = kernel.size
-    if n == 0:
+    if n == 0 and not kernel.programs:
         return outs
     args, strides = [], []
     for a, aval in zip(arrays, kernel.in_avals):
@@ -87,11 +101,12 @@ def launch(kernel, arrays, interpret=True, block=None):
             a = np.ascontiguousarray(a, aval.dtype)
         args.append(NumpyBuffer(a))
         strides += _strides(a, len(kernel.shape) - a.ndim, kernel.shape)
-    block = block or min(INTERPRETER_BLOCK, 1 << max(0, (n - 1).bit_length()))
+    span = n if kernel.reduced is None else max(kernel.reduced, 1)
+    block = block or min(INTERPRETER_BLOCK, 1 << max(0, (span - 1).bit_length()))
+    grid = (n + block - 1) // block if kernel.programs is None else kernel.programs
     fn = kernel.load(interpret)
     with np.errstate(all="ignore"):   # masked-off lanes compute on whatever memory they see
-        fn[((n + block - 1) // block,)](*args, *[NumpyBuffer(o) for o in outs], n, *strides,
-                                        BLOCK=block)
+        fn[(grid,)](*args, *[NumpyBuffer(o) for o in outs], n, *strides, BLOCK=block)
     return outs
 
 

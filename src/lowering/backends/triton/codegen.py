@@ -31,12 +31,14 @@ class NotFusible(Exception):
 
 class Kernel:
     """A rendered kernel: ``source`` (module text), ``name`` (its function), ``shape`` (the loop
-    shape), ``in_avals`` / ``out_avals``, ``in_ranks`` (each input's rank, right-aligned on the
-    loop shape)."""
+    shape), ``in_avals`` / ``out_avals`` (inputs right-aligned on the loop shape); for a kernel
+    with reductions, ``programs`` (the number of kept positions: one program each) and
+    ``reduced`` (the number of reduced positions each program loops over), else None."""
 
-    def __init__(self, source, name, shape, in_avals, out_avals):
+    def __init__(self, source, name, shape, in_avals, out_avals, programs=None, reduced=None):
         self.source, self.name, self.shape = source, name, tuple(shape)
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
+        self.programs, self.reduced = programs, reduced
         self._loaded = {}
 
     @property
@@ -71,24 +73,57 @@ def _short(dt):
                                        .replace("ui", "u"))
 
 
+# reductions rendered in kernels: (accumulator update, final block reduction) per primitive
+REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_and", "reduce_or"})
+
+
 def render(program, name):
     """The Kernel of a fused group's sub-Program (constants first among its inputs), or raise
-    NotFusible naming what Triton cannot compute."""
-    outs = list(program.outvars)
-    shapes = {tuple(v.aval.shape) for v in outs}
-    if len(shapes) != 1 or any(not isinstance(d, int) for d in next(iter(shapes))):
-        raise NotFusible(f"outputs of several or symbolic shapes {sorted(shapes)}")
-    shape = next(iter(shapes))
-    ins = list(program.constvars) + list(program.invars)
+    NotFusible naming what Triton cannot compute.
+
+    Without reductions the kernel runs over the flattened loop shape, ``BLOCK`` positions per
+    program. With reductions (all over the same axes) program ``p`` owns the ``p``-th position
+    of the kept dims and loops over the reduced positions ``BLOCK`` at a time, keeping one
+    accumulator per lane (NaN tracked apart for max / min, which propagate it as NumPy does);
+    the lanes are combined after the loop."""
+    reds = [e for e in program.eqns if e.primitive.name in REDUCTIONS]
+    for e in program.eqns:
+        if e.primitive.name.startswith("reduce_") or e.primitive.name.startswith("arg"):
+            if e.primitive.name not in REDUCTIONS:
+                raise NotFusible(e.primitive.name)
+    if reds:
+        shape = tuple(reds[0].invars[0].aval.shape)
+        axes = tuple(sorted(reds[0].params["axes"]))
+        if any(tuple(sorted(e.params["axes"])) != axes or
+               tuple(e.invars[0].aval.shape) != shape for e in reds):
+            raise NotFusible("reductions over different axes")
+    else:
+        shapes = {tuple(v.aval.shape) for v in program.outvars}
+        if len(shapes) != 1:
+            raise NotFusible(f"outputs of several shapes {sorted(shapes)}")
+        shape, axes = next(iter(shapes)), ()
+    if any(not isinstance(d, int) for d in shape):
+        raise NotFusible(f"symbolic shape {shape}")
     nd = len(shape)
-    lines = ["    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-             "    mask = offs < n", "    rem = offs"]
-    for d in range(nd - 1, -1, -1):
-        lines.append(f"    i{d} = rem % {shape[d]}" if d else f"    i{d} = rem")
-        if d:
-            lines.append(f"    rem = rem // {shape[d]}")
-    env = {}
-    params = []
+    kept = [d for d in range(nd) if d not in axes]
+    ins = list(program.constvars) + list(program.invars)
+    if reds:
+        nr = math.prod(shape[d] for d in axes)
+        # (distinct names: a variable the loop assigns must keep one type across it)
+        lines = ["    pid = tl.program_id(0).to(tl.int64)", "    krem = pid"]
+        lines += _unravel(kept, shape, "krem", "    ")
+        loop = [f"    for r0 in range(0, {nr}, BLOCK):",
+                "        offs = r0 + tl.arange(0, BLOCK).to(tl.int64)",
+                "        mask = offs < " + str(nr),
+                "        rem = offs"] + _unravel(axes, shape, "rem", "        ")
+        lin = " + ".join(f"i{d} * {math.prod(shape[d + 1:])}" for d in range(nd)) or "0"
+        loop.append(f"        lin = {lin}")
+        ind = "        "
+    else:
+        lines = ["    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+                 "    mask = offs < n", "    rem = offs"] + _unravel(range(nd), shape, "rem", "    ")
+        loop, ind = [], "    "
+    env, params = {}, []
     for i, v in enumerate(ins):
         dt = v.aval.dtype
         if not F.supported_dtype(dt):
@@ -97,9 +132,10 @@ def render(program, name):
         if r > nd:
             raise NotFusible(f"input of rank {r} in a loop of rank {nd}")
         index = " + ".join(f"i{nd - r + d} * s{i}_{d}" for d in range(r)) or "offs * 0"
-        lines.append(f"    x{i} = tl.load(in{i} + ({index}), mask=mask)")
+        loop.append(f"{ind}x{i} = tl.load(in{i} + ({index}), mask=mask)")
         env[v] = (f"x{i}", dt)
         params += [f"s{i}_{d}" for d in range(r)]
+    after, red_out = [], {}
     for k, eqn in enumerate(program.eqns):
         args, dts = [], []
         for a in eqn.invars:
@@ -110,23 +146,109 @@ def render(program, name):
                 args.append(env[a][0])
                 dts.append(env[a][1])
         out = eqn.outvars[0]
+        if eqn.primitive.name in REDUCTIONS:
+            init, update, final = _reduction(eqn.primitive.name, f"acc{k}", args[0], dts[0],
+                                             np.dtype(out.aval.dtype))
+            lines += init
+            loop += [ind + u for u in update]
+            after += final
+            red_out[out] = f"r{k}"
+            continue
         if len(eqn.outvars) != 1 or tuple(out.aval.shape) != shape:
             raise NotFusible(f"{eqn.primitive.name} (not elementwise over {shape})")
         expr = F.render(eqn.primitive, args, dts, out.aval.dtype, eqn.params)
         if expr is None:
             raise NotFusible(f"{eqn.primitive.name} on {[str(d) for d in dts]}")
-        lines.append(f"    v{k} = {expr}")
+        loop.append(f"{ind}v{k} = {expr}")
         env[out] = (f"v{k}", np.dtype(out.aval.dtype))
-    for j, v in enumerate(outs):
+    where = "lin" if reds else "offs"
+    for j, v in enumerate(program.outvars):
+        if v in red_out:
+            after.append(f"    tl.store(out{j} + pid, {red_out[v]})")
+            continue
         val = F.literal(np.asarray(v.val).item(), v.aval.dtype) if isinstance(v, Literal) \
             else env[v][0]
-        lines.append(f"    tl.store(out{j} + offs, {val}, mask=mask)")
+        loop.append(f"{ind}tl.store(out{j} + {where}, {val}, mask=mask)")
+    outs = list(program.outvars)
     args = [f"in{i}" for i in range(len(ins))] + [f"out{j}" for j in range(len(outs))] + \
         ["n"] + params + ["BLOCK: tl.constexpr"]
     src = ("# Generated by Starling (src/lowering/backends/triton/codegen.py)\n"
            "import triton\nimport triton.language as tl\n\nM = None   # device_math, set on load\n"
-           f"\n\ndef {name}({', '.join(args)}):\n" + "\n".join(lines) + "\n")
-    return Kernel(src, name, shape, [v.aval for v in ins], [v.aval for v in outs])
+           f"\n\ndef {name}({', '.join(args)}):\n" + "\n".join(lines + loop + after) + "\n")
+    return Kernel(src, name, shape, [v.aval for v in ins], [v.aval for v in outs],
+                  programs=math.prod(shape[d] for d in kept) if reds else None,
+                  reduced=nr if reds else None)
+
+
+def _unravel(dims, shape, rem, ind):
+    """Index variables ``i<d>`` of the C-order position ``rem`` over ``dims`` of ``shape``."""
+    dims = list(dims)
+    out = []
+    for j in range(len(dims) - 1, -1, -1):
+        d = dims[j]
+        if j:
+            out += [f"{ind}i{d} = {rem} % {shape[d]}", f"{ind}{rem} = {rem} // {shape[d]}"]
+        else:
+            out.append(f"{ind}i{d} = {rem}")
+    return out
+
+
+# Block reductions are written as tl.reduce with the standard library's combine functions (what
+# tl.sum / tl.max / tl.min do): Triton's interpreter recognises those and reduces with NumPy,
+# and calling tl.sum itself from an interpreted kernel fails unless TRITON_INTERPRET was set
+# before triton was first imported.
+_SUM, _MAX, _MIN = ("tl.reduce", "tl.standard._elementwise_max", "tl.standard._elementwise_min")
+
+
+def _reduction(name, acc, x, dt, out):
+    """(lines before the loop, lines in it, lines after it) of one reduction of block ``x``
+    (dtype ``dt``) into ``r<k>`` of dtype ``out``. float16 / bfloat16 accumulate in float32."""
+    k = acc[3:]
+    wide = np.dtype(np.float32) if dt in F.LOWP else dt
+    xv = F.render_cast(x, dt, wide) if wide != dt else x
+    t = F.tl_dtype(wide)
+    if name == "reduce_sum":
+        if wide.kind not in "iuf":
+            raise NotFusible(f"{name} of {dt}")
+        init = [f"    {acc} = {F.literal(0, wide)}"]
+        upd = [f"{acc} = {acc} + tl.where(mask, {xv}, {F.literal(0, wide)})"]
+        fin = [f"    r{k} = {_SUM}({acc}, 0, tl.standard._sum_combine)"]
+    elif name in ("reduce_max", "reduce_min"):
+        big = name == "reduce_max"
+        cmp = ">" if big else "<"
+        if wide.kind == "f":
+            ident = F.literal(-np.inf if big else np.inf, wide)
+        elif wide.kind == "b":
+            ident = F.literal(not big, wide)
+        else:
+            info = np.iinfo(wide)
+            ident = F.literal(info.min if big else info.max, wide)
+        init = [f"    {acc} = {ident}"]
+        upd = [f"{acc} = tl.where(mask & ({xv} {cmp} {acc}), {xv}, {acc})"]
+        red = _MAX if big else _MIN
+        fin = [f"    r{k} = tl.reduce({acc}, 0, {red})" if wide.kind != "b" else
+               f"    r{k} = tl.reduce({acc}.to(tl.int32), 0, {red}) != 0"]
+        if wide.kind == "f":   # NumPy's max / min propagate NaN
+            init.append(f"    nan{k} = tl.full([BLOCK], 0, tl.int32)")
+            upd.append(f"nan{k} = nan{k} | (mask & ({xv} != {xv})).to(tl.int32)")
+            fin.append(f"    r{k} = tl.where(tl.reduce(nan{k}, 0, {_MAX}) != 0, "
+                       f"{F.literal(np.nan, wide, block=False)}, r{k})")
+    elif name in ("reduce_and", "reduce_or"):
+        if wide.kind != "b":
+            raise NotFusible(f"{name} of {dt}")
+        if name == "reduce_and":
+            init = [f"    {acc} = {F.literal(True, wide)}"]
+            upd = [f"{acc} = {acc} & (({xv}) | (mask == 0))"]
+            fin = [f"    r{k} = tl.reduce({acc}.to(tl.int32), 0, {_MIN}) != 0"]
+        else:
+            init = [f"    {acc} = {F.literal(False, wide)}"]
+            upd = [f"{acc} = {acc} | (({xv}) & mask)"]
+            fin = [f"    r{k} = tl.reduce({acc}.to(tl.int32), 0, {_MAX}) != 0"]
+    else:
+        raise NotFusible(name)
+    if np.dtype(out) != wide:
+        fin.append(f"    r{k} = {F.render_cast(f'r{k}', wide, out)}")
+    return init, upd, fin
 
 
 def _load(source, name, interpret):

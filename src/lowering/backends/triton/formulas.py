@@ -66,9 +66,12 @@ class Unsupported(Exception):
     pass
 
 
-def literal(value, dt) -> str:
-    """A block of ``value`` as ``dt``, exactly (non-finite floats through their bits)."""
+def literal(value, dt, block=True) -> str:
+    """A block (``block``; else a scalar) of ``value`` as ``dt``, exactly (non-finite floats
+    through their bits)."""
     dt = np.dtype(dt)
+    if not block:
+        return literal(value, dt).replace("tl.full([BLOCK],", "tl.full([],")
     if dt.kind == "f" or dt in _LOWP:
         v = np.asarray(value, dt)
         if dt == _BF16:   # held as its bits
@@ -165,6 +168,15 @@ def render_expr(e, args) -> str:
             return _div(f"M.rint({a[0]} * {f})", f, dt)
         return f"(M.rint({_div(a[0], f, dt)}) * {f})"
     raise Unsupported(op)
+
+
+LOWP = _LOWP
+
+
+def render_cast(x, src, dst):
+    """Triton expression converting block ``x`` from ``src`` to ``dst`` (Starling's rules), or
+    raise Unsupported."""
+    return _cast(x, np.dtype(src), np.dtype(dst), False)
 
 
 def _div(a, b, dt):
