@@ -206,7 +206,6 @@ def _reduction(name, acc, x, dt, out):
     k = acc[3:]
     wide = np.dtype(np.float32) if dt in F.LOWP else dt
     xv = F.render_cast(x, dt, wide) if wide != dt else x
-    t = F.tl_dtype(wide)
     if name == "reduce_sum":
         if wide.kind not in "iuf":
             raise NotFusible(f"{name} of {dt}")
