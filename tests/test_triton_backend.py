@@ -18,7 +18,7 @@ from starling.transforms.stage import make_ir
 
 triton = pytest.importorskip("triton", reason="the triton package is not installed "
                                               "(pip install -e '.[gpu]'; Linux only)")
-from starling.lowering.backends.triton import aot, backend as triton_backend  # noqa: E402
+from starling.lowering.backends.triton import aot, codegen as triton_codegen  # noqa: E402
 from starling.lowering.backends.triton.buffers import NumpyBuffer  # noqa: E402
 
 from tests.test_scalar_formula import _CASES, _HARD  # noqa: E402
@@ -63,7 +63,7 @@ def test_a_fused_chain_is_one_triton_kernel_reading_broadcast_operands():
 
 @pytest.mark.parametrize("shape", [(), (1,), (7, 13), (0, 5), (3, 1, 17)])
 def test_many_programs_masks_and_degenerate_shapes(shape, monkeypatch):
-    monkeypatch.setattr(triton_backend, "INTERPRETER_BLOCK", 16)   # several programs, a ragged one
+    monkeypatch.setattr(triton_codegen, "INTERPRETER_BLOCK", 16)   # several programs, a ragged one
     rng = np.random.default_rng(1)
     x = rng.standard_normal(shape).astype(np.float64)
     y = rng.integers(-5, 5, shape).astype(np.int32)
@@ -124,7 +124,7 @@ def _softmax_and_friends(x):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64, ml_dtypes.bfloat16, np.float16])
 def test_reductions_run_in_kernels(dt, monkeypatch):
-    monkeypatch.setattr(triton_backend, "INTERPRETER_BLOCK", 8)   # loops of several blocks
+    monkeypatch.setattr(triton_codegen, "INTERPRETER_BLOCK", 8)   # loops of several blocks
     rng = np.random.default_rng(3)
     x = rng.standard_normal((3, 4, 19)).astype(dt)
     x[1, 2, 5] = np.nan          # max / min propagate NaN (NumPy), also across lanes
@@ -151,6 +151,43 @@ def test_integer_bool_and_empty_reductions():
                 snp.sum(z, axis=1), snp.any(z > 0, axis=1), snp.all(z > 0, axis=1)]
     for g, w in zip(tcompile(f)(n, z), f(snp.asarray(n), snp.asarray(z))):
         _close(g, w)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+def test_matmul_with_fused_epilogue_is_one_kernel(dt):
+    # 37 x 50 @ 50 x 45: ragged tiles in M, N and K; the weight read transposed in place
+    def f(x, w, b):
+        d = x @ w.T
+        return [d, snp.maximum(d + b, 0.0) * 2.0, snp.tanh(d) - b]
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((37, 50)).astype(dt)
+    w = rng.standard_normal((45, 50)).astype(dt)
+    b = rng.standard_normal(45).astype(dt)
+    exe = _exe(f, x, w, b)
+    assert [e.primitive.name for e in exe.program.eqns] == ["fused_matmul"]
+    assert "tl.dot" in exe.source
+    got = tcompile(f)(x, w, b)
+    want = f(snp.asarray(x), snp.asarray(w), snp.asarray(b))
+    tol = {np.float32: 2e-5, np.float64: 1e-12}.get(dt, 2e-2)
+    for g, w_ in zip(got, want):
+        g, w_ = np.asarray(g), np.asarray(w_)
+        assert g.dtype == w_.dtype and g.shape == w_.shape
+        np.testing.assert_allclose(g.astype(np.float64), w_.astype(np.float64), rtol=tol,
+                                   atol=tol * 10)
+
+
+def test_products_triton_does_not_tile_run_on_the_host():
+    # batched and integer products: right values, no matmul kernel
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 5, 2))
+    n = rng.integers(-3, 3, (4, 5)).astype(np.int32)
+
+    def f(a, b, n):
+        return [snp.tanh(a @ b), n @ n.T]
+    exe = _exe(f, a, b, n)
+    assert not [e for e in exe.program.eqns if e.primitive.name == "fused_matmul"]
+    for g, w in zip(tcompile(f)(a, b, n), f(snp.asarray(a), snp.asarray(b), snp.asarray(n))):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
 
 
 def test_float_to_int_conversion_saturates():
@@ -227,6 +264,14 @@ def test_kernels_compile_for_sm90a_without_a_gpu():
         compiled = aot.compile_kernel(k, arch=90)
         ptx = compiled.asm["ptx"]
         assert ".target sm_90a" in ptx and compiled.asm["cubin"], k.name
+
+
+def test_bfloat16_matmul_compiles_to_hopper_tensor_core_instructions():
+    x = np.ones((256, 64), ml_dtypes.bfloat16)
+    exe = _exe(lambda x, w, b: snp.maximum(x @ w + b, 0), x, x.T.copy(), np.ones(256, x.dtype))
+    (k,) = exe.kernels.values()
+    ptx = aot.compile_kernel(k, arch=90).asm["ptx"]
+    assert "wgmma.mma_async" in ptx and ".target sm_90a" in ptx
 
 
 def test_no_contraction_into_fma_on_the_gpu():

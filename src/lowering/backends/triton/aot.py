@@ -11,15 +11,16 @@ results round as NumPy's.
 """
 from __future__ import annotations
 
-BLOCK = 1024
 OPTIONS = {"enable_fp_fusion": False}
 
 
-def compile_kernel(kernel, arch=90, block=BLOCK):
-    """Triton's CompiledKernel of ``kernel`` for ``cuda`` ``sm_<arch>``."""
+def compile_kernel(kernel, arch=90, block=None):
+    """Triton's CompiledKernel of ``kernel`` for ``cuda`` ``sm_<arch>`` (``block``: elements per
+    program of an elementwise kernel; matmul kernels use their GPU tiles)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
+    _, constants = kernel.grid_and_constants(interpret=False, block=block)
     src = ASTSource(fn=kernel.load(interpret=False), signature=kernel.signature(),
-                    constexprs={"BLOCK": block})
+                    constexprs=constants)
     return triton.compiler.compile(src, target=GPUTarget("cuda", arch, 32), options=OPTIONS)

@@ -10,10 +10,11 @@ Where kernels run: Starling's arrays live in host memory (a "cuda" device with c
 not built yet), so the kernels run under Triton's interpreter over the NumPy buffers themselves
 (buffers.py); that is how CI and machines without a GPU run them. ``aot.py`` compiles the same
 kernels for a GPU target (sm_90a) without one. The interpreter executes a program of ``BLOCK``
-elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there (``INTERPRETER_BLOCK``).
+elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
+(``codegen.INTERPRETER_BLOCK``).
 
 Kernels compute elementwise groups and their reductions (sum / max / min / and / or over one
-set of axes). Not yet here (issue: GPU backends): argmax / argmin and products in kernels,
+set of axes), and 2-D matrix products with their elementwise epilogues (matmul.py). Not yet here (issue: GPU backends): argmax / argmin and products in kernels,
 control-flow bodies (their fused groups run through NumPy), the matmul templates and
 autotuning, device buffers.
 """
@@ -25,17 +26,15 @@ from ....arrays.array import wrap
 from ....core.ir import Literal
 from ....core.trace import EVAL_TRACE, EvalTrace, set_current_trace
 from ...fused import fused_kernel_p
+from ...fused_matmul import fused_matmul_p
 from ...passes.complex_decompose import complex_decompose
 from ...passes.dce import dce
+from ...passes.epilogue import epilogue_fusion
 from ...passes.fusion import ELEMENTWISE, REDUCE, FusionPolicy, fusion
 from ...pipeline import run_pipeline
 from .. import register_backend
-from . import codegen, formulas as F
+from . import codegen, formulas as F, matmul
 from .buffers import NumpyBuffer
-
-# Elements per interpreted program: the interpreter's cost is per program, not per element.
-INTERPRETER_BLOCK = 1 << 14
-
 
 class TritonPolicy(FusionPolicy):
     """Fuses the elementwise equations whose formulas render in Triton for their dtypes and the
@@ -64,10 +63,19 @@ class TritonPolicy(FusionPolicy):
         return True
 
 
+def _matmul_ok(program):
+    """The epilogue pass's check: the fused_matmul renders as one Triton kernel."""
+    try:
+        matmul.render(program, "check")
+    except (codegen.NotFusible, F.Unsupported):
+        return False
+    return True
+
+
 def triton_passes(policy):
     """The backend's passes after the common pipeline."""
     return [("complex_decompose", complex_decompose), ("fusion", lambda p: fusion(p, policy)),
-            ("dce", dce)]
+            ("epilogue", lambda p: epilogue_fusion(p, _matmul_ok)), ("dce", dce)]
 
 
 def _require_triton():
@@ -79,12 +87,14 @@ def _require_triton():
                           "interpreter)") from None
 
 
-def _strides(a, rank_offset, shape):
-    """Element strides of ``a`` for the kernel: 0 along dims broadcast to the loop shape."""
-    out = []
-    for d, (n, s) in enumerate(zip(a.shape, a.strides)):
-        out.append(0 if n == 1 and shape[rank_offset + d] != 1 else s // a.itemsize)
-    return out
+def _strides(a, shape):
+    """Element strides of ``a`` for the kernel: 0 along dims broadcast to ``shape`` (None:
+    ``a``'s own strides)."""
+    if shape is None:
+        return [s // a.itemsize for s in a.strides]
+    off = len(shape) - a.ndim
+    return [0 if n == 1 and shape[off + d] != 1 else s // a.itemsize
+            for d, (n, s) in enumerate(zip(a.shape, a.strides))]
 
 
 def launch(kernel, arrays, interpret=True, block=None):
@@ -95,18 +105,16 @@ def launch(kernel, arrays, interpret=True, block=None):
     if n == 0 and not kernel.programs:
         return outs
     args, strides = [], []
-    for a, aval in zip(arrays, kernel.in_avals):
+    for a, aval, shape in zip(arrays, kernel.in_avals, kernel.stride_shapes):
         a = np.asarray(a)
         if a.dtype != aval.dtype or any(s % a.itemsize for s in a.strides):
             a = np.ascontiguousarray(a, aval.dtype)
         args.append(NumpyBuffer(a))
-        strides += _strides(a, len(kernel.shape) - a.ndim, kernel.shape)
-    span = n if kernel.reduced is None else max(kernel.reduced, 1)
-    block = block or min(INTERPRETER_BLOCK, 1 << max(0, (span - 1).bit_length()))
-    grid = (n + block - 1) // block if kernel.programs is None else kernel.programs
+        strides += _strides(a, shape)
+    grid, constants = kernel.grid_and_constants(interpret, block)
     fn = kernel.load(interpret)
     with np.errstate(all="ignore"):   # masked-off lanes compute on whatever memory they see
-        fn[(grid,)](*args, *[NumpyBuffer(o) for o in outs], n, *strides, BLOCK=block)
+        fn[(grid,)](*args, *[NumpyBuffer(o) for o in outs], n, *strides, **constants)
     return outs
 
 
@@ -161,6 +169,8 @@ class TritonBackend:
         for i, eqn in enumerate(fused.eqns):
             if eqn.primitive is fused_kernel_p:
                 kernels[i] = codegen.render(eqn.params["program"], f"st_kernel_{i}")
+            elif eqn.primitive is fused_matmul_p:
+                kernels[i] = matmul.render(eqn.params["program"], f"st_matmul_{i}")
         return TritonExecutable(fused, kernels)
 
 

@@ -7,6 +7,10 @@ element strides, passed at launch (0 along broadcast dims), so broadcast operand
 sliced NumPy views are read in place; outputs are written C-contiguous. The scalar formulas come
 from formulas.py; ``M`` in the generated module is the device math library (device_math.py).
 
+Generated kernels call Triton's builtins only, never the standard library's jit functions
+(``tl.sum``, ``tl.zeros``, ``tl.cdiv``, ...): an interpreted kernel cannot call those unless
+``TRITON_INTERPRET=1`` was set before triton was first imported, which Starling does not require.
+
 Source text: ``render(program, name) -> Kernel``; ``Kernel.load(interpret)`` imports the module
 (written to the kernel cache by content hash, since Triton reads a kernel's source from its file)
 and returns the function wrapped for Triton's interpreter or its JIT compiler.
@@ -29,17 +33,41 @@ class NotFusible(Exception):
     pass
 
 
+# Elements per program: on a GPU, and in the interpreter, whose cost is per program.
+GPU_BLOCK = 1024
+INTERPRETER_BLOCK = 1 << 14
+
+
 class Kernel:
     """A rendered kernel: ``source`` (module text), ``name`` (its function), ``shape`` (the loop
     shape), ``in_avals`` / ``out_avals`` (inputs right-aligned on the loop shape); for a kernel
     with reductions, ``programs`` (the number of kept positions: one program each) and
     ``reduced`` (the number of reduced positions each program loops over), else None."""
 
-    def __init__(self, source, name, shape, in_avals, out_avals, programs=None, reduced=None):
+    def __init__(self, source, name, shape, in_avals, out_avals, programs=None, reduced=None,
+                 stride_shapes=None, tiles=None):
         self.source, self.name, self.shape = source, name, tuple(shape)
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
         self.programs, self.reduced = programs, reduced
+        # per input: the shape its size-1 dims broadcast to (stride 0), None: its own strides
+        self.stride_shapes = stride_shapes or [self.shape] * len(self.in_avals)
+        self.tiles = tiles   # matmul kernels: (GPU tile sizes, interpreter tile sizes)
         self._loaded = {}
+
+    def grid_and_constants(self, interpret, block=None):
+        """(number of programs, constexpr values) of a launch."""
+        n = self.size
+        if self.tiles is not None:
+            t = self.tiles[1 if interpret else 0]
+            m, nn = self.shape
+            grid = -(-m // t["BM"]) * -(-nn // t["BN"])
+            return grid, dict(t, BLOCK=t["BM"] * t["BN"])
+        if block is None:
+            span = n if self.reduced is None else max(self.reduced, 1)
+            cap = INTERPRETER_BLOCK if interpret else GPU_BLOCK
+            block = min(cap, 1 << max(0, (span - 1).bit_length()))
+        grid = -(-n // block) if self.programs is None else self.programs
+        return grid, {"BLOCK": block}
 
     @property
     def size(self):
@@ -125,26 +153,10 @@ def render(program, name):
         loop, ind = [], "    "
     env, params = {}, []
     for i, v in enumerate(ins):
-        dt = v.aval.dtype
-        if not F.supported_dtype(dt):
-            raise NotFusible(f"input dtype {dt}")
-        r = len(v.aval.shape)
-        if r > nd:
-            raise NotFusible(f"input of rank {r} in a loop of rank {nd}")
-        index = " + ".join(f"i{nd - r + d} * s{i}_{d}" for d in range(r)) or "offs * 0"
-        loop.append(f"{ind}x{i} = tl.load(in{i} + ({index}), mask=mask)")
-        env[v] = (f"x{i}", dt)
-        params += [f"s{i}_{d}" for d in range(r)]
+        loop.append(ind + load(i, v, nd, env, params))
     after, red_out = [], {}
     for k, eqn in enumerate(program.eqns):
-        args, dts = [], []
-        for a in eqn.invars:
-            if isinstance(a, Literal):
-                args.append(F.literal(np.asarray(a.val).item(), a.aval.dtype))
-                dts.append(a.aval.dtype)
-            else:
-                args.append(env[a][0])
-                dts.append(env[a][1])
+        args, dts = operands(eqn, env)
         out = eqn.outvars[0]
         if eqn.primitive.name in REDUCTIONS:
             init, update, final = _reduction(eqn.primitive.name, f"acc{k}", args[0], dts[0],
@@ -154,30 +166,74 @@ def render(program, name):
             after += final
             red_out[out] = f"r{k}"
             continue
-        if len(eqn.outvars) != 1 or tuple(out.aval.shape) != shape:
-            raise NotFusible(f"{eqn.primitive.name} (not elementwise over {shape})")
-        expr = F.render(eqn.primitive, args, dts, out.aval.dtype, eqn.params)
-        if expr is None:
-            raise NotFusible(f"{eqn.primitive.name} on {[str(d) for d in dts]}")
-        loop.append(f"{ind}v{k} = {expr}")
-        env[out] = (f"v{k}", np.dtype(out.aval.dtype))
+        loop.append(ind + elementwise(k, eqn, args, dts, shape, env))
     where = "lin" if reds else "offs"
     for j, v in enumerate(program.outvars):
         if v in red_out:
             after.append(f"    tl.store(out{j} + pid, {red_out[v]})")
             continue
-        val = F.literal(np.asarray(v.val).item(), v.aval.dtype) if isinstance(v, Literal) \
-            else env[v][0]
-        loop.append(f"{ind}tl.store(out{j} + {where}, {val}, mask=mask)")
+        loop.append(f"{ind}tl.store(out{j} + {where}, {value(v, env)}, mask=mask)")
     outs = list(program.outvars)
-    args = [f"in{i}" for i in range(len(ins))] + [f"out{j}" for j in range(len(outs))] + \
-        ["n"] + params + ["BLOCK: tl.constexpr"]
-    src = ("# Generated by Starling (src/lowering/backends/triton/codegen.py)\n"
-           "import triton\nimport triton.language as tl\n\nM = None   # device_math, set on load\n"
-           f"\n\ndef {name}({', '.join(args)}):\n" + "\n".join(lines + loop + after) + "\n")
+    src = module(name, len(ins), len(outs), params, [], lines + loop + after)
     return Kernel(src, name, shape, [v.aval for v in ins], [v.aval for v in outs],
                   programs=math.prod(shape[d] for d in kept) if reds else None,
                   reduced=nr if reds else None)
+
+
+def load(i, v, nd, env, params):
+    """The line loading input ``i`` (Var ``v``, right-aligned on a loop of rank ``nd``, indices
+    ``i<d>``, element strides ``s<i>_<d>`` appended to ``params``) as block ``x<i>``."""
+    dt = v.aval.dtype
+    if not F.supported_dtype(dt):
+        raise NotFusible(f"input dtype {dt}")
+    r = len(v.aval.shape)
+    if r > nd:
+        raise NotFusible(f"input of rank {r} in a loop of rank {nd}")
+    index = " + ".join(f"i{nd - r + d} * s{i}_{d}" for d in range(r)) or "offs * 0"
+    env[v] = (f"x{i}", dt)
+    params += [f"s{i}_{d}" for d in range(r)]
+    return f"x{i} = tl.load(in{i} + ({index}), mask=mask)"
+
+
+def operands(eqn, env):
+    """(Triton expressions, dtypes) of ``eqn``'s operands."""
+    args, dts = [], []
+    for a in eqn.invars:
+        if isinstance(a, Literal):
+            args.append(F.literal(np.asarray(a.val).item(), a.aval.dtype))
+        else:
+            args.append(env[a][0])
+        dts.append(np.dtype(a.aval.dtype))
+    return args, dts
+
+
+def elementwise(k, eqn, args, dts, shape, env):
+    """The line computing elementwise ``eqn`` (the k-th) as block ``v<k>``."""
+    out = eqn.outvars[0]
+    if len(eqn.outvars) != 1 or tuple(out.aval.shape) != tuple(shape):
+        raise NotFusible(f"{eqn.primitive.name} (not elementwise over {shape})")
+    expr = F.render(eqn.primitive, args, dts, out.aval.dtype, eqn.params)
+    if expr is None:
+        raise NotFusible(f"{eqn.primitive.name} on {[str(d) for d in dts]}")
+    env[out] = (f"v{k}", np.dtype(out.aval.dtype))
+    return f"v{k} = {expr}"
+
+
+def value(v, env):
+    """The block of output ``v``."""
+    if isinstance(v, Literal):
+        return F.literal(np.asarray(v.val).item(), v.aval.dtype)
+    return env[v][0]
+
+
+def module(name, nin, nout, params, constexprs, body):
+    """The source of a kernel module: function ``name(in0.., out0.., n, *params, BLOCK,
+    *constexprs)`` with ``body`` (lines)."""
+    args = [f"in{i}" for i in range(nin)] + [f"out{j}" for j in range(nout)] + ["n"] + \
+        list(params) + ["BLOCK: tl.constexpr"] + [f"{c}: tl.constexpr" for c in constexprs]
+    return ("# Generated by Starling (src/lowering/backends/triton/)\n"
+            "import triton\nimport triton.language as tl\n\nM = None   # device_math, set on load\n"
+            + F.HELPERS + f"\n\ndef {name}({', '.join(args)}):\n" + "\n".join(body) + "\n")
 
 
 def _unravel(dims, shape, rem, ind):
@@ -264,8 +320,10 @@ def _load(source, name, interpret):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     mod.M = device_math.interpreter_module() if interpret else device_math.gpu_module()
-    fn = getattr(mod, name)
     if interpret:
-        from triton.runtime.interpreter import InterpretedFunction
-        return InterpretedFunction(fn)
-    return triton.runtime.jit.JITFunction(fn)
+        from triton.runtime.interpreter import InterpretedFunction as wrap
+    else:
+        wrap = triton.runtime.jit.JITFunction
+    for helper in F.HELPER_NAMES:   # device functions the kernel calls by their global names
+        setattr(mod, helper, wrap(getattr(mod, helper)))
+    return wrap(getattr(mod, name))

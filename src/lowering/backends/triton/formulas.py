@@ -188,7 +188,7 @@ def _cast(x, src, dst, exact):
     src, dst = np.dtype(src), np.dtype(dst)
     t = tl_dtype(dst)
     if src == _BF16:   # held as its bits: widened exactly to float32 first
-        x = f"({x}.to(tl.uint32) << 16).to(tl.float32, bitcast=True)"
+        x = f"st_from_bf16({x})"
         return x if dst == _F32 else _cast(x, _F32, dst, exact)
     if dst in _LOWP and src != _F32 and src.kind != "b" and src not in _LOWP and \
             not (src.kind in "iu" and src.itemsize <= 2):
@@ -208,13 +208,23 @@ def _cast(x, src, dst, exact):
 
 
 def _to_bf16(x):
-    """float32 -> bfloat16 bits, rounded to nearest-even; NaN -> the quiet NaN of its sign
-    (the rounding of cpp/lowp.py's st_rnd_bf16, done on the bits so that the interpreter and
-    the GPU agree)."""
-    u = f"{x}.to(tl.uint32, bitcast=True)"
-    r = f"(({u} + 0x7fff + (({u} >> 16) & 1)) >> 16)"
-    nan = f"((({u} >> 16) & 0x8000) | 0x7fc0)"
-    return f"tl.where({x} != {x}, {nan}, {r}).to(tl.uint16)"
+    return f"st_to_bf16({x})"
+
+
+# Device functions of every generated module (codegen.module): bfloat16 conversions on the bits
+# (cpp/lowp.py's st_rnd_bf16: nearest-even; NaN -> the quiet NaN of its sign), which the GPU and
+# the interpreter (whose bfloat16 conversions flush subnormals) compute alike.
+HELPERS = """
+def st_from_bf16(h):
+    return (h.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+def st_to_bf16(x):
+    u = x.to(tl.uint32, bitcast=True)
+    r = (u + 0x7fff + ((u >> 16) & 1)) >> 16
+    return tl.where(x != x, ((u >> 16) & 0x8000) | 0x7fc0, r).to(tl.uint16)
+"""
+HELPER_NAMES = ("st_from_bf16", "st_to_bf16")
 
 
 def _float_to_int(x, src, dst):

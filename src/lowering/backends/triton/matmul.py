@@ -1,0 +1,126 @@
+"""Matrix products with fused epilogues as Triton kernels (``fused_matmul`` sub-Programs).
+
+The epilogue pass (passes/epilogue.py) hands the backend ``d = dot_general(a, b)`` with the
+elementwise work that consumes ``d`` (bias, activation chains, scales, casts). Here one program
+computes a ``BM x BN`` tile of ``d``: it walks ``K`` in steps of ``BK`` with ``tl.dot`` into a
+float32 accumulator (float64 for float64 operands; float32 products in IEEE precision, no TF32),
+flattens the tile into a block of ``BM * BN`` positions and runs the epilogue on it with the
+elementwise code generator (codegen.py), reading its other inputs through their strides and
+writing only the outputs, so ``d`` never goes to memory unless it is an output itself.
+
+Supported: 2-D products (one contracting dim each side, no batch dims) whose operands are the
+buffers themselves or their transposes (read through swapped strides), float16 / bfloat16 /
+float32 / float64 operands of one dtype. Others raise NotFusible: the epilogue pass then leaves
+the product to the host and the epilogue to the elementwise kernels.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...fused_matmul import operand_views, split
+from . import formulas as F
+from .codegen import Kernel, NotFusible, elementwise, load, module, operands, value
+
+# Tile sizes: for the GPU (H100 / H200 class, compiled by aot.py) and for the interpreter, whose
+# cost is per program (tl.dot needs every tile dim >= 16).
+GPU_TILES = {"BM": 128, "BN": 128, "BK": 32, "WIDE": 0}
+INTERPRETER_TILES = {"BM": 32, "BN": 32, "BK": 32, "WIDE": 1}
+_DOT_DTYPES = {np.dtype(np.float16), F.LOWP[1], np.dtype(np.float32), np.dtype(np.float64)}
+
+
+def _operand_strides(chain, side, base, contract):
+    """(row, column) stride parameter names of a ``dot`` operand read from ``base`` (its
+    invar) through the view ``chain``: rows are M (lhs) or K (rhs)."""
+    perm = (0, 1)
+    for e in chain:
+        if e.primitive.name != "transpose" or len(e.invars[0].aval.shape) != 2:
+            raise NotFusible(f"operand view {e.primitive.name}")
+        perm = tuple(perm[p] for p in e.params["permutation"])
+    # view dim d is base dim perm[d]; the lhs's rows are its free dim, the rhs's its contracted
+    rows = 1 - contract if side == 0 else contract
+    return f"s{base}_{perm[rows]}", f"s{base}_{perm[1 - rows]}"
+
+
+def render(program, name):
+    """The Kernel of a ``fused_matmul`` sub-Program, or raise NotFusible."""
+    dot, epi, emit = split(program)
+    (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
+    a_aval, b_aval = dot.invars[0].aval, dot.invars[1].aval
+    if lb or rb or len(lc) != 1 or len(rc) != 1 or len(a_aval.shape) != 2 or \
+            len(b_aval.shape) != 2:
+        raise NotFusible("a product that is not 2-D x 2-D with one contracting dim")
+    dt = np.dtype(a_aval.dtype)
+    if dt not in _DOT_DTYPES or np.dtype(b_aval.dtype) != dt:
+        raise NotFusible(f"product of {a_aval.dtype} and {b_aval.dtype}")
+    d = dot.outvars[0]
+    m, n = d.aval.shape
+    k = a_aval.shape[lc[0]]
+    if not all(isinstance(x, int) for x in (m, n, k)):
+        raise NotFusible("symbolic product shape")
+    chains = operand_views(program)
+    ins = list(program.constvars) + list(program.invars)
+    ia = len(program.constvars)
+    ib = ia + 1
+    sam, sak = _operand_strides(chains[0], 0, ia, lc[0])
+    sbk, sbn = _operand_strides(chains[1], 1, ib, rc[0])
+    acc_t = "tl.float64" if dt == np.float64 else "tl.float32"
+
+    bf16 = dt == F.LOWP[1]   # operands held as their bits
+    prec = ', input_precision="ieee"' if dt == np.float32 else ""
+    body = [
+        "    pid = tl.program_id(0)",
+        f"    pm = pid // (({n} + BN - 1) // BN)",
+        f"    pn = pid % (({n} + BN - 1) // BN)",
+        "    rm = (pm * BM + tl.arange(0, BM)).to(tl.int64)",
+        "    rn = (pn * BN + tl.arange(0, BN)).to(tl.int64)",
+        f"    acc = tl.full((BM, BN), 0, {acc_t})",
+        f"    for k0 in range(0, {k}, BK):",
+        "        kk = (k0 + tl.arange(0, BK)).to(tl.int64)",
+        f"        a = tl.load(in{ia} + rm[:, None] * {sam} + kk[None, :] * {sak}, "
+        f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0)",
+        f"        b = tl.load(in{ib} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
+        f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0)",
+    ] + ([
+        # bfloat16 products on the tensor cores; the interpreter's bfloat16 arithmetic flushes
+        # subnormals, so there (WIDE) the operands are widened exactly and multiplied in float32
+        # (bfloat16 products are exact in float32: the same sums)
+        "        if WIDE:",
+        "            a = st_from_bf16(a)",
+        "            b = st_from_bf16(b)",
+        "        else:",
+        "            a = a.to(tl.bfloat16, bitcast=True)",
+        "            b = b.to(tl.bfloat16, bitcast=True)",
+        '            acc = tl.dot(a, b, acc)',
+        "        if WIDE:",
+        '            acc = tl.dot(a, b, acc, input_precision="ieee")',
+    ] if bf16 else [f"        acc = tl.dot(a, b, acc{prec})"]) + [
+        "    offs = tl.arange(0, BLOCK)",
+        "    i0 = pm * BM + offs // BN",
+        "    i1 = pn * BN + offs % BN",
+        f"    mask = (i0 < {m}) & (i1 < {n})",
+    ]
+    wide = np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
+    flat = "tl.reshape(acc, [BLOCK])"
+    out_dt = np.dtype(d.aval.dtype)
+    body.append(f"    dv = {F.render_cast(flat, wide, out_dt) if out_dt != wide else flat}")
+    env, params = {d: ("dv", out_dt)}, []
+    for i, v in enumerate(ins):   # stride parameters in input order, as launches pass them
+        if i in (ia, ib):
+            params += [f"s{i}_0", f"s{i}_1"]
+        else:
+            body.append("    " + load(i, v, 2, env, params))
+    shape = (m, n)
+    for j, eqn in enumerate(epi.eqns):
+        args, dts = operands(eqn, env)
+        if eqn.primitive.name.startswith("reduce_") or eqn.primitive.name.startswith("arg"):
+            raise NotFusible(f"{eqn.primitive.name} in a matmul epilogue")
+        body.append("    " + elementwise(j, eqn, args, dts, shape, env))
+    outs = list(program.outvars)
+    for j, v in enumerate(outs):
+        body.append(f"    tl.store(out{j} + i0 * {n} + i1, {value(v, env)}, mask=mask)")
+    if any(tuple(v.aval.shape) != shape for v in outs):
+        raise NotFusible("a matmul output of another shape")
+    src = module(name, len(ins), len(outs), params, ["BM", "BN", "BK", "WIDE"], body)
+    stride_shapes = [None if i in (ia, ib) else shape for i in range(len(ins))]
+    return Kernel(src, name, shape, [v.aval for v in ins], [v.aval for v in outs],
+                  stride_shapes=stride_shapes, tiles=(GPU_TILES, INTERPRETER_TILES))
