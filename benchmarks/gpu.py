@@ -49,12 +49,14 @@ def _kernel(fn, *arrays):
     return next(iter(exe.kernels.values()))
 
 
-def _launcher(kernel):
-    """Runs ``kernel`` on torch CUDA tensors; returns its last output."""
+def _launcher(kernel, config=None):
+    """Runs ``kernel`` on torch CUDA tensors with launch configuration ``config``; returns its
+    last output."""
     from starling.lowering.backends.triton import aot
     jit = kernel.load(interpret=False)
     n = kernel.size
-    grid, constants = kernel.grid_and_constants(interpret=False)
+    grid, constants, options = kernel.launch_config(interpret=False, config=config)
+    options = dict(aot.OPTIONS, **({"num_warps": 4} | options))
 
     def run(*tensors):
         import torch
@@ -68,9 +70,22 @@ def _launcher(kernel):
             off = 0 if shape is None else len(shape) - t.dim()
             strides += [0 if shape is not None and t.shape[d] == 1 and shape[off + d] != 1
                         else t.stride(d) for d in range(t.dim())]
-        jit[(grid,)](*bits, *out_bits, n, *strides, num_warps=4, **constants, **aot.OPTIONS)
+        jit[(grid,)](*bits, *out_bits, n, *strides, **constants, **options)
         return outs[-1]
     return run
+
+
+def _tuned(kernel, *tensors):
+    """``_launcher`` of ``kernel`` with the configuration autotune.py picks on this device
+    (timed once per machine; the winner is cached on disk)."""
+    import torch
+    from starling.lowering.backends.triton import autotune
+
+    def seconds(config):
+        run = _launcher(kernel, config)
+        return _time({"c": lambda: run(*tensors)}, 3)["c"]
+    config = autotune.choose(kernel, torch.cuda.get_device_name(), seconds)
+    return _launcher(kernel, config)
 
 
 def _time(fns, rounds):
@@ -124,8 +139,8 @@ def main():
     print(f"{'copy':<12} {copy_gbs:>14.0f} {100:>10.0f}")
     for name, sfn, tfn, nin, ndt, tdt in cases:
         kernel = _kernel(sfn, *[np.zeros(n, ndt)] * nin)   # shapes are part of the kernel
-        ours = _launcher(kernel)
         ins = [torch.randn(n, device="cuda").to(tdt) for _ in range(nin)]
+        ours = _tuned(kernel, *ins)
         compiled = torch.compile(tfn)
         want = tfn(*ins).float()
         got = ours(*ins).float()
@@ -146,7 +161,7 @@ def main():
 
 def _gemms(rounds, quick):
     """bf16 GEMM (target >= 90% of torch.matmul) and GEMM + bias + GELU (target: faster than
-    torch.compile), TFLOP/s; Starling's kernel is its untuned 128x128x32 template."""
+    torch.compile), TFLOP/s; Starling's kernels with the tiles autotune.py picks."""
     import ml_dtypes
     import torch
     import starling.nn.functional as snf
@@ -157,7 +172,7 @@ def _gemms(rounds, quick):
     epi = _kernel(lambda a, b, c: snf.gelu(a @ b + c), z, z, np.zeros(n, bf))
     a, b = (torch.randn(n, n, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     c = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    ours_mm, ours_epi = _launcher(mm), _launcher(epi)
+    ours_mm, ours_epi = _tuned(mm, a, b), _tuned(epi, a, b, c)
 
     def tepi(a, b, c):
         return torch.nn.functional.gelu(a @ b + c)

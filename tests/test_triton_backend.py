@@ -18,7 +18,9 @@ from starling.transforms.stage import make_ir
 
 triton = pytest.importorskip("triton", reason="the triton package is not installed "
                                               "(pip install -e '.[gpu]'; Linux only)")
-from starling.lowering.backends.triton import aot, codegen as triton_codegen  # noqa: E402
+from starling.lowering.backends.triton import aot, autotune  # noqa: E402
+from starling.lowering.backends.triton import codegen as triton_codegen  # noqa: E402
+from starling.lowering.backends.triton import backend as triton_backend  # noqa: E402
 from starling.lowering.backends.triton.buffers import NumpyBuffer  # noqa: E402
 
 from tests.test_scalar_formula import _CASES, _HARD  # noqa: E402
@@ -321,3 +323,52 @@ def test_opinfo_sweep_matches_numpy_ref():
                 failures.append(f"{info.name}[{dt}] {sample.name}: {str(e)[:300]}")
     assert not failures, "\n".join(failures[:20])
     assert fused > 100
+
+
+# ---- autotuning ---------------------------------------------------------------------------------
+
+def test_autotune_picks_the_fastest_and_remembers_it_on_disk(tmp_path, monkeypatch):
+    monkeypatch.setenv("STARLING_CACHE_DIR", str(tmp_path))
+    x = np.ones((300, 40), np.float32)
+    (k,) = _exe(lambda x: snp.exp(x) + 1, x).kernels.values()
+    calls = []
+
+    def seconds(config):   # a stand-in timing: the 1024-element, 8-warp config is fastest
+        calls.append(config)
+        return abs(config["BLOCK"] - 1024) + (0 if config["num_warps"] == 8 else 0.5) + 1
+    best = autotune.choose(k, "H200", seconds)
+    assert best == {"BLOCK": 1024, "num_warps": 8} and len(calls) == len(autotune.ELEMENTWISE)
+    calls.clear()
+    assert autotune.choose(k, "H200", seconds) == best and not calls   # from the disk cache
+    assert autotune.choose(k, "H100", seconds) == best and calls       # per device
+    # the chosen configuration runs (the interpreter takes any block size)
+    got = triton_backend.launch(k, [x], config=best)
+    np.testing.assert_allclose(got[0], np.exp(x) + 1, rtol=1e-6)
+
+
+def test_autotune_survives_failing_configs_and_a_torn_cache_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("STARLING_CACHE_DIR", str(tmp_path))
+    (k,) = _exe(lambda x: x * 2, np.ones(8, np.float32)).kernels.values()
+    path = autotune._path("dev", k)
+    import os
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write('{"device": "dev", "conf')          # a process killed mid-write
+    assert autotune.cached(k, "dev") is None
+
+    def seconds(config):
+        if config["BLOCK"] > 1024:
+            raise RuntimeError("out of resources: shared memory")
+        return config["BLOCK"]
+    assert autotune.choose(k, "dev", seconds)["BLOCK"] == 512
+    assert autotune.cached(k, "dev")["BLOCK"] == 512
+    with pytest.raises(RuntimeError, match="no configuration"):
+        autotune.choose(k, "other", lambda c: 1 / 0)
+
+
+def test_every_matmul_candidate_compiles_for_sm90a():
+    x = np.ones((512, 512), ml_dtypes.bfloat16)
+    (k,) = _exe(lambda a, b: a @ b, x, x).kernels.values()
+    for config in autotune.candidates(k):
+        ptx = aot.compile_kernel(k, arch=90, config=config).asm["ptx"]
+        assert "wgmma.mma_async" in ptx, config

@@ -14,13 +14,14 @@ from __future__ import annotations
 OPTIONS = {"enable_fp_fusion": False}
 
 
-def compile_kernel(kernel, arch=90, block=None):
-    """Triton's CompiledKernel of ``kernel`` for ``cuda`` ``sm_<arch>`` (``block``: elements per
-    program of an elementwise kernel; matmul kernels use their GPU tiles)."""
+def compile_kernel(kernel, arch=90, config=None):
+    """Triton's CompiledKernel of ``kernel`` for ``cuda`` ``sm_<arch>`` with launch
+    configuration ``config`` (autotune.py; default: the kernel's fixed GPU sizes)."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
-    _, constants = kernel.grid_and_constants(interpret=False, block=block)
+    _, constants, options = kernel.launch_config(interpret=False, config=config)
     src = ASTSource(fn=kernel.load(interpret=False), signature=kernel.signature(),
                     constexprs=constants)
-    return triton.compiler.compile(src, target=GPUTarget("cuda", arch, 32), options=OPTIONS)
+    return triton.compiler.compile(src, target=GPUTarget("cuda", arch, 32),
+                                   options=dict(OPTIONS, **options))

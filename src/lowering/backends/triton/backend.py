@@ -14,9 +14,10 @@ elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
 (``codegen.INTERPRETER_BLOCK``).
 
 Kernels compute elementwise groups and their reductions (sum / max / min / and / or over one
-set of axes), and 2-D matrix products with their elementwise epilogues (matmul.py). Not yet here (issue: GPU backends): argmax / argmin and products in kernels,
-control-flow bodies (their fused groups run through NumPy), the matmul templates and
-autotuning, device buffers.
+set of axes), and 2-D matrix products with their elementwise epilogues (matmul.py). Not yet
+here (issue: GPU backends): argmax / argmin and products of reductions in kernels, batched
+products, control-flow bodies (their fused groups run through NumPy), device buffers (and so
+GPU launches from ``compile``: autotune.py tunes launches where the caller has device tensors).
 """
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def _strides(a, shape):
             for d, (n, s) in enumerate(zip(a.shape, a.strides))]
 
 
-def launch(kernel, arrays, interpret=True, block=None):
+def launch(kernel, arrays, interpret=True, config=None):
     """Runs ``kernel`` (codegen.Kernel) on the host ``arrays`` (its inputs, in order); returns
     its outputs (new C-contiguous arrays of the loop shape)."""
     outs = [np.empty(a.shape, a.dtype) for a in kernel.out_avals]
@@ -111,10 +112,11 @@ def launch(kernel, arrays, interpret=True, block=None):
             a = np.ascontiguousarray(a, aval.dtype)
         args.append(NumpyBuffer(a))
         strides += _strides(a, shape)
-    grid, constants = kernel.grid_and_constants(interpret, block)
+    grid, constants, options = kernel.launch_config(interpret, config)
     fn = kernel.load(interpret)
     with np.errstate(all="ignore"):   # masked-off lanes compute on whatever memory they see
-        fn[(grid,)](*args, *[NumpyBuffer(o) for o in outs], n, *strides, **constants)
+        fn[(grid,)](*args, *[NumpyBuffer(o) for o in outs], n, *strides, **constants,
+                    **options)
     return outs
 
 

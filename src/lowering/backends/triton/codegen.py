@@ -54,24 +54,29 @@ class Kernel:
         self.tiles = tiles   # matmul kernels: (GPU tile sizes, interpreter tile sizes)
         self._loaded = {}
 
-    def grid_and_constants(self, interpret, block=None):
-        """(number of programs, constexpr values) of a launch."""
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    def launch_config(self, interpret, config=None):
+        """(number of programs, constexpr values, launch options) of a launch. ``config``: an
+        autotune.py configuration (block or tile sizes, ``num_warps`` / ``num_stages``); by
+        default the interpreter's sizes, or fixed GPU ones."""
+        config = dict(config or {})
+        options = {k: config.pop(k) for k in ("num_warps", "num_stages") if k in config}
         n = self.size
         if self.tiles is not None:
-            t = self.tiles[1 if interpret else 0]
+            t = dict(self.tiles[1 if interpret else 0], **config)
             m, nn = self.shape
             grid = -(-m // t["BM"]) * -(-nn // t["BN"])
-            return grid, dict(t, BLOCK=t["BM"] * t["BN"])
+            return grid, dict(t, BLOCK=t["BM"] * t["BN"]), options
+        block = config.get("BLOCK")
         if block is None:
             span = n if self.reduced is None else max(self.reduced, 1)
             cap = INTERPRETER_BLOCK if interpret else GPU_BLOCK
             block = min(cap, 1 << max(0, (span - 1).bit_length()))
         grid = -(-n // block) if self.programs is None else self.programs
-        return grid, {"BLOCK": block}
-
-    @property
-    def size(self):
-        return math.prod(self.shape)
+        return grid, {"BLOCK": block}, options
 
     def signature(self):
         """Triton's argument types (pointer element types, int64 sizes / strides), for ahead-of-
