@@ -54,7 +54,7 @@ import numpy as np
 from . import dtypes as _dtypes
 
 __all__ = ["Expr", "ScalarFormula", "arg", "lit", "cast", "select", "call", "OPS", "LOWP",
-           "math1", "same"]
+           "math1", "same", "Unrenderable", "render_primitive"]
 
 #: the low-precision float formats (held in float32 by the formula language's users)
 LOWP = frozenset((_dtypes.float16, _dtypes.bfloat16) + _dtypes.LOW_PRECISION_FLOATS)
@@ -260,3 +260,22 @@ def as_formula(formula, name):
     if formula is None or isinstance(formula, ScalarFormula):
         return formula
     return ScalarFormula(formula, name=name)
+
+
+class Unrenderable(Exception):
+    """Raised by a code generator for an op / dtype of a formula it does not render."""
+
+
+def render_primitive(prim, args, in_dtypes, out_dtype, params, *, supported, render_expr):
+    """A code generator's rendering of one element of primitive ``prim``: its formula
+    instantiated for the dtypes and passed to ``render_expr(expr, args)``; None where the
+    primitive has no formula, a dtype is not ``supported`` by the generator, or the formula
+    has an op it does not render (``Unrenderable``) or rejects the dtypes / params."""
+    formula = prim.scalar_formula
+    if formula is None or not all(supported(d) for d in in_dtypes) or not supported(out_dtype):
+        return None
+    try:
+        expr = formula.instantiate(in_dtypes, out_dtype, params)
+        return None if expr is None else render_expr(expr, list(args))
+    except (Unrenderable, TypeError, ValueError, ArithmeticError):
+        return None

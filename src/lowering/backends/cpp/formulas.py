@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from ....core import casting
+from ....core import casting, scalar as S
 from . import hypot
 from . import lowp as LP
 
@@ -441,7 +441,7 @@ _BY_KIND = {"floordiv": ("st_ffloordiv", "st_ifloordiv"), "mod": ("st_fremainder
 _NARROW = frozenset(np.dtype(t) for t in (np.int8, np.int16, np.uint8, np.uint16))
 
 
-class _Unsupported(Exception):
+class _Unsupported(S.Unrenderable):
     pass
 
 
@@ -522,15 +522,8 @@ def render(prim, args, in_dtypes, out_dtype, params):
     if isinstance(prim, str):
         from ....core.primitive import Primitive
         prim = Primitive.registry[prim]
-    formula = prim.scalar_formula
-    if formula is None or not all(supported_dtype(d) for d in in_dtypes) or \
-            not supported_dtype(out_dtype):
-        return None
-    try:
-        expr = formula.instantiate(in_dtypes, out_dtype, params)
-        return None if expr is None else render_expr(expr, list(args))
-    except (_Unsupported, TypeError, ValueError, ArithmeticError):
-        return None
+    return S.render_primitive(prim, args, in_dtypes, out_dtype, params,
+                              supported=supported_dtype, render_expr=render_expr)
 
 
 

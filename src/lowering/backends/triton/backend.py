@@ -57,26 +57,25 @@ class TritonPolicy(FusionPolicy):
         return ELEMENTWISE if expr is not None else None
 
     def validate(self, program):
+        return _renders(codegen.render)(program)
+
+
+def _renders(render):
+    """A pass's check that a group renders as one kernel with ``render`` (codegen's for fused
+    groups, matmul's for the epilogue pass's products)."""
+    def check(program):
         try:
-            codegen.render(program, "check")
+            render(program, "check")
         except (codegen.NotFusible, F.Unsupported):
             return False
         return True
-
-
-def _matmul_ok(program):
-    """The epilogue pass's check: the fused_matmul renders as one Triton kernel."""
-    try:
-        matmul.render(program, "check")
-    except (codegen.NotFusible, F.Unsupported):
-        return False
-    return True
+    return check
 
 
 def triton_passes(policy):
     """The backend's passes after the common pipeline."""
     return [("complex_decompose", complex_decompose), ("fusion", lambda p: fusion(p, policy)),
-            ("epilogue", lambda p: epilogue_fusion(p, _matmul_ok)), ("dce", dce)]
+            ("epilogue", lambda p: epilogue_fusion(p, _renders(matmul.render))), ("dce", dce)]
 
 
 def _require_triton():

@@ -28,6 +28,8 @@ import math
 import ml_dtypes
 import numpy as np
 
+from ....core import scalar as S
+
 TL_DTYPES = {
     np.dtype(np.bool_): "tl.int1", np.dtype(np.int8): "tl.int8", np.dtype(np.int16): "tl.int16",
     np.dtype(np.int32): "tl.int32", np.dtype(np.int64): "tl.int64",
@@ -62,7 +64,7 @@ def tl_dtype(dt) -> str:
     return TL_DTYPES[np.dtype(dt)]
 
 
-class Unsupported(Exception):
+class Unsupported(S.Unrenderable):
     pass
 
 
@@ -309,12 +311,5 @@ def _logaddexp(op, a, b, dt):
 
 def render(prim, args, in_dtypes, out_dtype, params):
     """Triton expression for one block of primitive ``prim`` or None (not rendered)."""
-    formula = prim.scalar_formula
-    if formula is None or not all(supported_dtype(d) for d in in_dtypes) or \
-            not supported_dtype(out_dtype):
-        return None
-    try:
-        expr = formula.instantiate(in_dtypes, out_dtype, params)
-        return None if expr is None else render_expr(expr, list(args))
-    except (Unsupported, TypeError, ValueError, ArithmeticError):
-        return None
+    return S.render_primitive(prim, args, in_dtypes, out_dtype, params,
+                              supported=supported_dtype, render_expr=render_expr)
