@@ -192,6 +192,26 @@ def test_products_triton_does_not_tile_run_on_the_host():
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
 
 
+def test_control_flow_bodies_launch_kernels():
+    from starling import lax
+
+    def f(x, n):
+        y = lax.fori_loop(0, 3, lambda i, c: c * 0.5 + snp.tanh(c), x)
+        w = lax.while_loop(lambda c: c[1] < n, lambda c: (snp.sqrt(c[0] + 1.0), c[1] + 1),
+                           (x, 0))[0]
+        c, ys = lax.scan(lambda c, xi: (c + snp.exp(-xi * xi), c * 2.0),
+                         snp.zeros(x.shape[1:], x.dtype), x)
+        z = lax.cond(n > 2, lambda v: snp.sum(v * v, axis=0), lambda v: snp.max(v, axis=0), x)
+        return y, w, c, ys, z
+    x = np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32) ** 2
+    exe = _exe(f, x, np.int32(3))
+    assert len(exe.kernels) >= 5   # the bodies' groups are kernels too
+    assert "triton_kernel" in str(exe._run) and "fused_kernel" not in str(exe._run)
+    for n in (1, 3):
+        for g, w in zip(tcompile(f)(x, np.int32(n)), f(snp.asarray(x), np.int32(n))):
+            _close(g, w, ulps=2)
+
+
 def test_float_to_int_conversion_saturates():
     x = np.array([np.nan, np.inf, -np.inf, 1e10, -1e10, 2.9, -2.9, 127.5, -128.7, 255.9],
                  np.float32)

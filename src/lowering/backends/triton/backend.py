@@ -3,8 +3,9 @@
 ``compile(f, backend="triton")`` runs the backend passes (complex decomposition, fusion with
 ``TritonPolicy``: elementwise equations whose scalar formulas Triton renders; views stay NumPy
 views, read in place through the kernels' strides), renders every fused group as a Triton kernel
-(codegen.py) and returns a ``TritonExecutable``: a host-driven schedule that launches the kernels
-and runs every other equation with its NumPy implementation.
+(codegen.py, matmul.py) and returns a ``TritonExecutable``: a host-driven schedule that launches
+the kernels and runs every other equation with its NumPy implementation; control flow
+(``while_loop``, ``scan``, ``cond``) runs on the host, its bodies' fused groups as kernels.
 
 Where kernels run: Starling's arrays live in host memory (a "cuda" device with cupy buffers is
 not built yet), so the kernels run under Triton's interpreter over the NumPy buffers themselves
@@ -16,22 +17,23 @@ elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
 Kernels compute elementwise groups and their reductions (sum / max / min / and / or over one
 set of axes), and 2-D matrix products with their elementwise epilogues (matmul.py). Not yet
 here (issue: GPU backends): argmax / argmin and products of reductions in kernels, batched
-products, control-flow bodies (their fused groups run through NumPy), device buffers (and so
+products, device buffers (and so
 GPU launches from ``compile``: autotune.py tunes launches where the caller has device tensors).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ....arrays.array import wrap
-from ....core.ir import Literal
-from ....core.trace import EVAL_TRACE, EvalTrace, set_current_trace
+from ....core.ir import Equation, eval_program
+from ....core.primitive import Primitive
+from ....core.trace import EVAL_TRACE, set_current_trace
 from ...fused import fused_kernel_p
 from ...fused_matmul import fused_matmul_p
 from ...passes.complex_decompose import complex_decompose
 from ...passes.dce import dce
 from ...passes.epilogue import epilogue_fusion
 from ...passes.fusion import ELEMENTWISE, REDUCE, FusionPolicy, fusion
+from ...passes.util import map_subprograms, with_eqns
 from ...pipeline import run_pipeline
 from .. import register_backend
 from . import codegen, formulas as F, matmul
@@ -119,39 +121,59 @@ def launch(kernel, arrays, interpret=True, config=None):
     return outs
 
 
-class TritonExecutable:
-    """``exe(consts, args) -> list of Arrays``; ``.program`` is the fused Program, ``.kernels``
-    its Kernels (by equation index), ``.source`` their Triton source."""
+# A rendered kernel in a Program: what a fused_kernel / fused_matmul equation becomes, at the top
+# level and in control-flow bodies alike, so that while_loop / scan / cond (whose
+# implementations evaluate their bodies equation by equation on the host) launch the kernels.
+triton_kernel_p = Primitive("triton_kernel", multiple_results=True, family="lowering")
 
-    def __init__(self, program, kernels):
+
+def _kernel_impl(*bufs, kernel, program, name):
+    consts = [np.asarray(c._buf if hasattr(c, "_buf") else c) for c in program.consts]
+    return launch(kernel, consts + [np.asarray(b) for b in bufs])
+
+
+triton_kernel_p.impl = _kernel_impl
+triton_kernel_p.abstract_eval = lambda *avals, kernel, program, name: [
+    v.aval for v in program.outvars]
+triton_kernel_p.weak_type = lambda *w, kernel, program, name: [
+    v.aval.weak_type for v in program.outvars]
+
+
+def _with_kernels(prog, kernels):
+    """``prog`` with every fused group / product (control-flow bodies included) replaced by a
+    ``triton_kernel`` equation; the Kernels are appended to ``kernels``."""
+    eqns = []
+    for eqn in prog.eqns:
+        render = {fused_kernel_p: codegen.render, fused_matmul_p: matmul.render}.get(
+            eqn.primitive)
+        if render is None:
+            eqns.append(map_subprograms(eqn, lambda p: _with_kernels(p, kernels)))
+            continue
+        sub = eqn.params["program"]
+        prefix = "st_kernel" if eqn.primitive is fused_kernel_p else "st_matmul"
+        kernel = render(sub, f"{prefix}_{len(kernels)}")
+        kernels.append(kernel)
+        eqns.append(Equation(triton_kernel_p, eqn.invars, eqn.outvars,
+                             {"kernel": kernel, "program": sub, "name": kernel.name}))
+    return with_eqns(prog, eqns)
+
+
+class TritonExecutable:
+    """``exe(consts, args) -> list of Arrays``: a host-driven schedule (every equation evaluated
+    in order; control flow by its primitives' implementations) whose fused groups launch their
+    Triton kernels. ``.program`` is the fused Program, ``.kernels`` its Kernels (numbered in
+    program order, bodies included), ``.source`` their Triton source."""
+
+    def __init__(self, program):
         self.program = program
-        self.kernels = kernels
-        self.source = "\n\n".join(k.source for k in kernels.values()) or None
+        found = []
+        self._run = _with_kernels(program, found)
+        self.kernels = dict(enumerate(found))
+        self.source = "\n\n".join(k.source for k in found) or None
 
     def __call__(self, consts, args, shape_env=None):
-        prog = self.program
-        env = dict(zip(prog.constvars, consts))
-        env.update(zip(prog.invars, args))
-
-        def read(v):
-            return EvalTrace.wrap(v.val, v.aval.weak_type) if isinstance(v, Literal) else env[v]
-
         with set_current_trace(EVAL_TRACE):
-            for i, eqn in enumerate(prog.eqns):
-                kernel = self.kernels.get(i)
-                ins = [read(v) for v in eqn.invars]
-                if kernel is not None:
-                    sub = eqn.params["program"]
-                    bufs = [np.asarray(c._buf if hasattr(c, "_buf") else c) for c in sub.consts]
-                    bufs += [np.asarray(x._buf) for x in ins]
-                    outs = [wrap(o, v.aval.weak_type)
-                            for o, v in zip(launch(kernel, bufs), eqn.outvars)]
-                else:
-                    outs = eqn.primitive.bind(*ins, **eqn.params)
-                    if not eqn.primitive.multiple_results:
-                        outs = [outs]
-                env.update(zip(eqn.outvars, outs))
-            return [read(v) for v in prog.outvars]
+            return eval_program(self._run, consts, *args)
 
 
 class TritonBackend:
@@ -166,13 +188,7 @@ class TritonBackend:
     def compile(self, program):
         _require_triton()
         fused = run_pipeline(program, passes=triton_passes(TritonPolicy()), label="triton")
-        kernels = {}
-        for i, eqn in enumerate(fused.eqns):
-            if eqn.primitive is fused_kernel_p:
-                kernels[i] = codegen.render(eqn.params["program"], f"st_kernel_{i}")
-            elif eqn.primitive is fused_matmul_p:
-                kernels[i] = matmul.render(eqn.params["program"], f"st_matmul_{i}")
-        return TritonExecutable(fused, kernels)
+        return TritonExecutable(fused)
 
 
 register_backend(TritonBackend())

@@ -54,6 +54,9 @@ class Kernel:
         self.tiles = tiles   # matmul kernels: (GPU tile sizes, interpreter tile sizes)
         self._loaded = {}
 
+    def __repr__(self):
+        return f"Kernel({self.name}, shape={self.shape})"
+
     @property
     def size(self):
         return math.prod(self.shape)
