@@ -266,16 +266,35 @@ class Unrenderable(Exception):
     """Raised by a code generator for an op / dtype of a formula it does not render."""
 
 
+_RENDERED: dict = {}
+
+
 def render_primitive(prim, args, in_dtypes, out_dtype, params, *, supported, render_expr):
     """A code generator's rendering of one element of primitive ``prim``: its formula
     instantiated for the dtypes and passed to ``render_expr(expr, args)``; None where the
     primitive has no formula, a dtype is not ``supported`` by the generator, or the formula
-    has an op it does not render (``Unrenderable``) or rejects the dtypes / params."""
+    has an op it does not render (``Unrenderable``) or rejects the dtypes / params. Results
+    are cached (fusion policies and code generators ask about the same equations again)."""
     formula = prim.scalar_formula
-    if formula is None or not all(supported(d) for d in in_dtypes) or not supported(out_dtype):
+    if formula is None:
         return None
     try:
-        expr = formula.instantiate(in_dtypes, out_dtype, params)
-        return None if expr is None else render_expr(expr, list(args))
-    except (Unrenderable, TypeError, ValueError, ArithmeticError):
-        return None
+        key = (render_expr, formula, tuple(args), tuple(np.dtype(d) for d in in_dtypes),
+               np.dtype(out_dtype), tuple(sorted(params.items())))
+        hit = _RENDERED.get(key, _RENDERED)
+    except TypeError:   # an unhashable parameter value: rendered every time
+        key, hit = None, _RENDERED
+    if hit is not _RENDERED:
+        return hit
+    out = None
+    if all(supported(d) for d in in_dtypes) and supported(out_dtype):
+        try:
+            expr = formula.instantiate(in_dtypes, out_dtype, params)
+            out = None if expr is None else render_expr(expr, list(args))
+        except (Unrenderable, TypeError, ValueError, ArithmeticError):
+            out = None
+    if key is not None:
+        if len(_RENDERED) > 8192:   # bounded: programs repeat a few signatures
+            _RENDERED.clear()
+        _RENDERED[key] = out
+    return out
