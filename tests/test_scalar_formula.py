@@ -143,3 +143,40 @@ def test_compiled_integer_formulas_wrap_like_numpy(dt):
         got = st.compile(fn)(snp.asarray(a), snp.asarray(b))
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+@pytest.mark.parametrize("backend", ["cpp", "numpy_ref"])
+def test_params_that_compare_equal_are_rendered_apart(backend):
+    # -0.0 == 0.0: a cache of rendered formulas keyed by equality gave clip(x, -0.0, 2) the
+    # rendering of clip(x, 0.0, 2)
+    x = np.array([-3.0, 1.0], np.float32)
+    a = np.asarray(st.compile(lambda x: snp.clip(x, 0.0, 2.0), backend=backend)(x))
+    b = np.asarray(st.compile(lambda x: snp.clip(x, -0.0, 2.0), backend=backend)(x))
+    assert not np.signbit(a[0]) and np.signbit(b[0]) and b[1] == 1.0
+
+
+def test_nan_to_num_keeps_a_negative_zero_replacement():
+    x = np.array([np.nan, 1.0], np.float32)
+    got = np.asarray(st.compile(lambda x: snp.nan_to_num(x, nan=-0.0))(x))
+    assert np.signbit(got[0]) and np.signbit(np.nan_to_num(x, nan=-0.0)[0]) and got[1] == 1.0
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_spacing_of_negative_zero_is_positive_as_numpy(dt):
+    x = np.array([-0.0, 0.0, -1.0, 1.0], dt)
+    np.testing.assert_array_equal(np.asarray(st.compile(snp.spacing)(x)), np.spacing(x))
+    assert not np.signbit(np.asarray(st.compile(snp.spacing)(x))[0])
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.float16, ml_dtypes.bfloat16])
+def test_round_with_decimals_matches_numpy_to_the_bit(dt):
+    # NumPy's factor 10**d is exact only up to 1e22 (then built by repeated multiplication)
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal(64) * 10.0 ** rng.integers(-30, 30, 64)).astype(dt)
+    x[:3] = [1e30 if dt != np.float16 else 6e4, -0.0, 2.5]
+    for d in (-40, -23, -3, -1, 1, 2, 7, 22, 23, 30, 39, 45):
+        with np.errstate(all="ignore"):
+            want = np.asarray(snp.round(snp.asarray(x), d)).astype(np.float64)
+            got = np.asarray(st.compile(lambda x: snp.round(x, d))(x)).astype(np.float64)
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        assert (same & (np.signbit(got) == np.signbit(want))).all(), (d, x[~same], got[~same])

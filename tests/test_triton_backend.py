@@ -144,6 +144,53 @@ def test_reductions_run_in_kernels(dt, monkeypatch):
                                    atol=tol, equal_nan=True)
 
 
+def test_reductions_of_inputs_constant_along_the_reduced_dims():
+    # a bias beside a reduction over the other dim, a reduction over no dims, a bias's grad
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    b = np.linspace(-1, 1, 4).astype(np.float32)
+    a = np.linspace(0, 2, 3).astype(np.float32)
+
+    def f(x, b, a):
+        return [(x - b).sum(axis=0), snp.sum(x * 2, axis=()), (x.T - a).max(axis=0),
+                snp.sum(x[:1] * b, axis=0)]
+    for g, w in zip(tcompile(f)(x, b, a), f(snp.asarray(x), snp.asarray(b), snp.asarray(a))):
+        _close(g, w, ulps=1)
+    loss = st.grad(lambda b, x: snp.tanh(x + b).sum())
+    _close(tcompile(loss)(b, x), loss(snp.asarray(b), snp.asarray(x)), ulps=4)
+
+
+@pytest.mark.parametrize("block", [64, 1 << 14])
+def test_many_short_reductions_share_a_program(block, monkeypatch):
+    # columns of a (7, 301) array: rows of 8 lanes, several kept positions per program, the
+    # last program ragged
+    monkeypatch.setattr(triton_codegen, "INTERPRETER_BLOCK", block)
+    x = np.random.default_rng(4).standard_normal((7, 301)).astype(np.float32)
+    x[3, 17] = np.nan
+
+    def f(x):
+        return [(x * 2).sum(axis=0), x.max(axis=0), snp.any(x > 2, axis=0), x.min()]
+    (k, *_), = [list(_exe(f, x).kernels.values())]
+    assert k.kept == 301 and k.reduced == 7
+    grid, constants, _ = k.launch_config(interpret=True)
+    assert constants["RB"] == 8 and grid == -(-301 // (constants["BLOCK"] // 8))
+    for g, w in zip(tcompile(f)(x), f(snp.asarray(x))):   # sums in another order
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-5, atol=1e-5)
+
+
+def test_launches_from_many_threads_and_on_sharded_arrays():
+    from concurrent.futures import ThreadPoolExecutor
+    f = tcompile(lambda x: snp.tanh(x) * 2 + snp.sum(x, axis=1, keepdims=True))
+    xs = [np.full((16, 8), i / 10, np.float32) for i in range(12)]
+    with ThreadPoolExecutor(4) as ex:
+        outs = list(ex.map(f, xs))
+    for x, o in zip(xs, outs):
+        _close(o, np.tanh(x) * 2 + x.sum(axis=1, keepdims=True), ulps=2)
+    from starling.sharding import Shard, distribute, make_mesh
+    x = np.arange(64 * 8, dtype=np.float32).reshape(64, 8) / 100
+    sx = distribute(snp.asarray(x), make_mesh((4,), ("d",), devices=st.devices()[:4]), [Shard(0)])
+    _close(np.asarray(f(sx)), np.tanh(x) * 2 + x.sum(axis=1, keepdims=True), ulps=2)
+
+
 def test_integer_bool_and_empty_reductions():
     n = np.array([[100, 100, 100], [-128, -1, 127]], np.int8)
     z = np.zeros((4, 0), np.float32)

@@ -35,8 +35,7 @@ wrap; "as NumPy" means the value NumPy's ufunc gives, NaN / inf / -0.0 included)
   ``MIN // -1`` wraps), ``mod`` (Python's remainder, the divisor's sign; integers ``x % 0 ==
   0``), ``fmod`` (C's remainder, the dividend's sign; integers ``x fmod 0 == 0``), ``pow``
   (floats: C ``pow``; integers: wrapping, a negative exponent gives the truncated exact value),
-  ``sign`` (NaN stays NaN), ``heaviside(x, h)``, ``logaddexp logaddexp2 spacing``,
-  ``round(x, decimals)`` (scale by 10**d, round half to even, scale back), ``gcd lcm``
+  ``sign`` (NaN stays NaN), ``heaviside(x, h)``, ``logaddexp logaddexp2 spacing``, ``gcd lcm``
   (integers), ``isnan isinf isfinite signbit`` (floats -> bool).
 
 Low-precision floats (float16, bfloat16, float8, float4) appear as operand, literal and cast
@@ -86,13 +85,13 @@ _ops("fmax fmin floordiv mod fmod pow", 2, "iuf")
 _ops("sign", 1, "iuf")
 _ops("gcd lcm", 2, "iu")
 _ops("isnan isinf isfinite signbit", 1, "f", "bool")
-# special forms (checked by their builders): arg, lit, cast, select, ldexp, round
+# special forms (checked by their builders): arg, lit, cast, select, ldexp
 
 
 class Expr:
     """One node of a scalar formula: ``op`` applied to ``args`` (Exprs), of result ``dtype``;
-    ``attr`` is the static part of ``arg`` (index), ``lit`` (value), ``cast`` (exact flag)
-    and ``round`` (decimals)."""
+    ``attr`` is the static part of ``arg`` (index), ``lit`` (value) and ``cast`` (exact
+    flag)."""
 
     __slots__ = ("op", "args", "dtype", "attr")
 
@@ -160,13 +159,6 @@ def ldexp(x, e):
     if x.dtype.kind != "f" or x.dtype in LOWP or e.dtype != I32:
         raise TypeError(f"scalar ldexp: needs a float32/64 and an int32, got {x.dtype}, {e.dtype}")
     return Expr("ldexp", (x, e), x.dtype)
-
-
-def round_(x, decimals):
-    """NumPy's ``round(x, decimals)`` of a float32/64 ``x``."""
-    if x.dtype.kind != "f" or x.dtype in LOWP:
-        raise TypeError(f"scalar round: needs float32/64, got {x.dtype}")
-    return Expr("round", (x,), x.dtype, int(decimals))
 
 
 def call(op, *args):
@@ -280,7 +272,9 @@ def render_primitive(prim, args, in_dtypes, out_dtype, params, *, supported, ren
         return None
     try:
         key = (render_expr, formula, tuple(args), tuple(np.dtype(d) for d in in_dtypes),
-               np.dtype(out_dtype), tuple(sorted(params.items())))
+               np.dtype(out_dtype),
+               # by type and repr: equal-comparing values render differently (-0.0 and 0.0)
+               tuple(sorted((k, type(v), repr(v)) for k, v in params.items())))
         hit = _RENDERED.get(key, _RENDERED)
     except TypeError:   # an unhashable parameter value: rendered every time
         key, hit = None, _RENDERED

@@ -352,18 +352,32 @@ def _round_int(x, p):
 round_p = param_unary_primitive("round", _round_impl)
 
 
+def _power_of_ten(n):
+    """NumPy's scale factor of ``round(x, n)`` (numpy/_core/src/multiarray/calculation.c,
+    ``power_of_ten``): exact up to 1e8, then multiplied by 10 step by step, so that beyond 1e22
+    it is not 10**n rounded once (``round(1e30, 39)`` depends on it)."""
+    if n < 9:
+        return float(10 ** n)
+    r = 1e9
+    for _ in range(n - 9):
+        r *= 10.0
+    return r
+
+
 def _round_formula(x, *, out, params, fmt):
+    # NumPy: f = power_of_ten(|d|) in the operand's dtype; rint(x * f) / f, or rint(x / f) * f
+    # for d < 0; float16 rounds each step to float16 (its loops are float32 ones)
     d = int(params.get("decimals", 0))
-    if fmt == np.float16 and d != 0:
-        # NumPy rounds float16 in float16 steps: x * 10**d (or x / 10**-d), rint, then back
-        f = S.lit(10.0 ** abs(d), np.float16)
-        f = S.cast(f, S.F32, exact=True)
-        y = x * f if d > 0 else x / f
+    if not S.is_float(x.dtype):
+        return x if x.dtype.kind in "iu" and d >= 0 else None
+    if d == 0:
+        return S.rint(x)
+    step = fmt if fmt == np.float16 else x.dtype
+    f = S.cast(S.lit(_power_of_ten(abs(d)), step), x.dtype, exact=True)
+    y = x * f if d > 0 else x / f
+    if fmt == np.float16:
         y = S.cast(S.cast(y, np.float16), S.F32, exact=True)
-        return S.rint(y) / f if d > 0 else S.rint(y) * f
-    if S.is_float(x.dtype):
-        return S.rint(x) if d == 0 else S.round_(x, d)
-    return x if x.dtype.kind in "iu" and d >= 0 else None
+    return S.rint(y) / f if d > 0 else S.rint(y) * f
 
 
 round_p.scalar_formula = S.ScalarFormula(_round_formula)

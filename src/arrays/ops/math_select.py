@@ -296,7 +296,7 @@ def _nan_to_num_formula(x, *, out, params, fmt):
         return S.cast(S.lit(v, fmt), S.F32, exact=True) if fmt is not None else S.lit(v, x.dtype)
     inf = S.select(S.gt(x, 0), value(params.get("posinf"), fi.max),
                    value(params.get("neginf"), fi.min))
-    return S.select(S.isnan(x), value(params.get("nan") or 0.0, 0.0),
+    return S.select(S.isnan(x), value(params.get("nan"), 0.0),
                     S.select(S.isinf(x), inf, x))
 
 

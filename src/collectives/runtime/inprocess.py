@@ -516,16 +516,16 @@ def run_spmd(mesh, fn, comm=None, devices=None):
                                "shard_map body); compute on the local blocks instead")
         return [call(ctxs[0])]
     futs = []
-    done = getattr(comm, "device_done", None)
+    device_done = getattr(comm, "device_done", None)
     # Runs started by several threads at once are queued on every device in the same order
     # (the whole run under one lock): otherwise device 0 could run A then B while device 1
     # runs B then A, each waiting in a collective for the other.
     with _ENQUEUE_LOCK:
         for ctx in ctxs:
             fut = Future()
-            if done is not None:
-                fut.add_done_callback(
-                    lambda f, d=ctx.device: done(d) if f.exception() is None else None)
+            if device_done is not None:
+                fut.add_done_callback(lambda f, d=ctx.device, cb=device_done:
+                                      cb(d) if f.exception() is None else None)
             _worker(ctx.device).q.put((lambda c=ctx: call(c), fut))
             futs.append(fut)
     # A failing device aborts the others at once (they may be blocked in a collective with it).

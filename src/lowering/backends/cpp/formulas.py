@@ -330,17 +330,8 @@ template <class T> ST_INLINE T st_logaddexp2(T a, T b) {
 }
 template <class T> ST_INLINE T st_spacing(T a) {
   if (a != a || __builtin_isinf(a)) return st_nan(a);
-  T up = st_nextafter(a, __builtin_signbit(a) ? -st_inf(a) : st_inf(a));
+  T up = st_nextafter(a, a < 0 ? -st_inf(a) : st_inf(a));   // NumPy: -0.0 steps up like 0.0
   return up - a;
-}
-template <class T> ST_INLINE T st_round(T x, int d) {
-  // NumPy's round: scale by 10**d, round half to even, scale back.
-  if (d >= 0) {
-    T f = st_pow((T)10, (T)d);
-    return st_nearbyint(x * f) / f;
-  }
-  T f = st_pow((T)10, (T)(-d));
-  return st_nearbyint(x / f) * f;
 }
 template <class T> ST_INLINE T st_gcd(T a, T b) {
   typedef typename st_traits<T>::u U;
@@ -510,8 +501,6 @@ def render_expr(e, args):
         return f"((bool)__builtin_signbit({a[0]}))"
     if op == "ldexp":
         return f"{_fn(dt, 'ldexp')}({a[0]}, {a[1]})"
-    if op == "round":
-        return f"st_round<{t}>({a[0]}, {e.attr})"
     raise _Unsupported(op)
 
 

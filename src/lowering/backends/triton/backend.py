@@ -22,6 +22,9 @@ GPU launches from ``compile``: autotune.py tunes launches where the caller has d
 """
 from __future__ import annotations
 
+import contextlib
+import threading
+
 import numpy as np
 
 from ....core.ir import Equation, eval_program
@@ -89,6 +92,9 @@ def _require_triton():
                           "interpreter)") from None
 
 
+_INTERPRETER_LOCK = threading.Lock()
+
+
 def _strides(a, shape):
     """Element strides of ``a`` for the kernel: 0 along dims broadcast to ``shape`` (None:
     ``a``'s own strides)."""
@@ -104,7 +110,7 @@ def launch(kernel, arrays, interpret=True, config=None):
     its outputs (new C-contiguous arrays of the loop shape)."""
     outs = [np.empty(a.shape, a.dtype) for a in kernel.out_avals]
     n = kernel.size
-    if n == 0 and not kernel.programs:
+    if n == 0 and not kernel.kept:
         return outs
     args, strides = [], []
     for a, aval, shape in zip(arrays, kernel.in_avals, kernel.stride_shapes):
@@ -115,7 +121,10 @@ def launch(kernel, arrays, interpret=True, config=None):
         strides += _strides(a, shape)
     grid, constants, options = kernel.launch_config(interpret, config)
     fn = kernel.load(interpret)
-    with np.errstate(all="ignore"):   # masked-off lanes compute on whatever memory they see
+    # Triton's interpreter patches triton.language for the duration of each launch: launches
+    # from several threads (the devices of a sharded array) must take turns
+    with (_INTERPRETER_LOCK if interpret else contextlib.nullcontext()), \
+            np.errstate(all="ignore"):   # masked-off lanes compute on whatever memory they see
         fn[(grid,)](*args, *[NumpyBuffer(o) for o in outs], n, *strides, **constants,
                     **options)
     return outs
@@ -125,6 +134,8 @@ def launch(kernel, arrays, interpret=True, config=None):
 # level and in control-flow bodies alike, so that while_loop / scan / cond (whose
 # implementations evaluate their bodies equation by equation on the host) launch the kernels.
 triton_kernel_p = Primitive("triton_kernel", multiple_results=True, family="lowering")
+triton_kernel_p.meta["lowering_only"] = "made by the triton backend in compiled Programs; never " \
+    "transformed"
 
 
 def _kernel_impl(*bufs, kernel, program, name):

@@ -41,14 +41,14 @@ INTERPRETER_BLOCK = 1 << 14
 class Kernel:
     """A rendered kernel: ``source`` (module text), ``name`` (its function), ``shape`` (the loop
     shape), ``in_avals`` / ``out_avals`` (inputs right-aligned on the loop shape); for a kernel
-    with reductions, ``programs`` (the number of kept positions: one program each) and
-    ``reduced`` (the number of reduced positions each program loops over), else None."""
+    with reductions, ``kept`` (the number of kept positions) and ``reduced`` (the number of
+    reduced positions per kept one), else None."""
 
-    def __init__(self, source, name, shape, in_avals, out_avals, programs=None, reduced=None,
+    def __init__(self, source, name, shape, in_avals, out_avals, kept=None, reduced=None,
                  stride_shapes=None, tiles=None):
         self.source, self.name, self.shape = source, name, tuple(shape)
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
-        self.programs, self.reduced = programs, reduced
+        self.kept, self.reduced = kept, reduced
         # per input: the shape its size-1 dims broadcast to (stride 0), None: its own strides
         self.stride_shapes = stride_shapes or [self.shape] * len(self.in_avals)
         self.tiles = tiles   # matmul kernels: (GPU tile sizes, interpreter tile sizes)
@@ -74,12 +74,15 @@ class Kernel:
             grid = -(-m // t["BM"]) * -(-nn // t["BN"])
             return grid, dict(t, BLOCK=t["BM"] * t["BN"]), options
         block = config.get("BLOCK")
-        if block is None:
-            span = n if self.reduced is None else max(self.reduced, 1)
-            cap = INTERPRETER_BLOCK if interpret else GPU_BLOCK
-            block = min(cap, 1 << max(0, (span - 1).bit_length()))
-        grid = -(-n // block) if self.programs is None else self.programs
-        return grid, {"BLOCK": block}, options
+        cap = INTERPRETER_BLOCK if interpret else GPU_BLOCK
+        if self.reduced is None:
+            block = block or min(cap, _pow2(n))
+            return -(-n // block), {"BLOCK": block}, options
+        # a row of RB lanes per kept position, as many rows as fit in the block
+        rb = min(block or cap, _pow2(self.reduced))
+        block = block or min(cap, max(rb, rb * _pow2(self.kept)))
+        rows = block // rb
+        return max(1, -(-self.kept // rows)), {"BLOCK": block, "RB": rb}, options
 
     def signature(self):
         """Triton's argument types (pointer element types, int64 sizes / strides), for ahead-of-
@@ -118,10 +121,11 @@ def render(program, name):
     NotFusible naming what Triton cannot compute.
 
     Without reductions the kernel runs over the flattened loop shape, ``BLOCK`` positions per
-    program. With reductions (all over the same axes) program ``p`` owns the ``p``-th position
-    of the kept dims and loops over the reduced positions ``BLOCK`` at a time, keeping one
-    accumulator per lane (NaN tracked apart for max / min, which propagate it as NumPy does);
-    the lanes are combined after the loop."""
+    program. With reductions (all over the same axes) a program's ``BLOCK`` lanes form
+    ``BLOCK // RB`` rows of ``RB`` lanes, one row per kept position (many short reductions share
+    a program; a long one has a program of its own); each row loops over its reduced positions
+    ``RB`` at a time, keeping one accumulator per lane (NaN tracked apart for max / min, which
+    propagate it as NumPy does), and the lanes of a row are combined after the loop."""
     reds = [e for e in program.eqns if e.primitive.name in REDUCTIONS]
     for e in program.eqns:
         if e.primitive.name.startswith("reduce_") or e.primitive.name.startswith("arg"):
@@ -145,15 +149,19 @@ def render(program, name):
     ins = list(program.constvars) + list(program.invars)
     if reds:
         nr = math.prod(shape[d] for d in axes)
-        # (distinct names: a variable the loop assigns must keep one type across it)
-        lines = ["    pid = tl.program_id(0).to(tl.int64)", "    krem = pid"]
+        nk = math.prod(shape[d] for d in kept)
+        # lane l of a program: kept position pid * (BLOCK // RB) + l // RB, reduced positions
+        # l % RB, l % RB + RB, ... (distinct names: a variable the loop assigns keeps one type)
+        lines = ["    lane = tl.arange(0, BLOCK).to(tl.int64)",
+                 "    kpos = tl.program_id(0).to(tl.int64) * (BLOCK // RB) + lane // RB",
+                 f"    kmask = kpos < {nk}", "    krem = kpos"]
         lines += _unravel(kept, shape, "krem", "    ")
-        loop = [f"    for r0 in range(0, {nr}, BLOCK):",
-                "        offs = r0 + tl.arange(0, BLOCK).to(tl.int64)",
-                "        mask = offs < " + str(nr),
+        loop = [f"    for r0 in range(0, {nr}, RB):",
+                "        offs = r0 + lane % RB",
+                f"        mask = kmask & (offs < {nr})",
                 "        rem = offs"] + _unravel(axes, shape, "rem", "        ")
         lin = " + ".join(f"i{d} * {math.prod(shape[d + 1:])}" for d in range(nd)) or "0"
-        loop.append(f"        lin = {lin}")
+        loop.append(f"        lin = {lin} + offs * 0")   # a block even for a rank-0 loop
         ind = "        "
     else:
         lines = ["    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
@@ -176,28 +184,35 @@ def render(program, name):
             continue
         loop.append(ind + elementwise(k, eqn, args, dts, shape, env))
     where = "lin" if reds else "offs"
+    if reds:
+        after.insert(0, "    kout = tl.program_id(0).to(tl.int64) * (BLOCK // RB) + "
+                        "tl.arange(0, BLOCK // RB)")
     for j, v in enumerate(program.outvars):
         if v in red_out:
-            after.append(f"    tl.store(out{j} + pid, {red_out[v]})")
+            after.append(f"    tl.store(out{j} + kout, {red_out[v]}, mask=kout < {nk})")
             continue
         loop.append(f"{ind}tl.store(out{j} + {where}, {value(v, env)}, mask=mask)")
     outs = list(program.outvars)
-    src = module(name, len(ins), len(outs), params, [], lines + loop + after)
+    src = module(name, len(ins), len(outs), params, ["RB"] if reds else [],
+                 lines + loop + after)
     return Kernel(src, name, shape, [v.aval for v in ins], [v.aval for v in outs],
-                  programs=math.prod(shape[d] for d in kept) if reds else None,
-                  reduced=nr if reds else None)
+                  kept=nk if reds else None, reduced=nr if reds else None)
 
 
-def load(i, v, nd, env, params):
+def load(i, v, nd, env, params, lanes=None):
     """The line loading input ``i`` (Var ``v``, right-aligned on a loop of rank ``nd``, indices
-    ``i<d>``, element strides ``s<i>_<d>`` appended to ``params``) as block ``x<i>``."""
+    ``i<d>``, element strides ``s<i>_<d>`` appended to ``params``) as block ``x<i>``. ``lanes``:
+    the dims whose index varies across a block's lanes (default all); an input indexed by none
+    of them (a bias beside a reduction over other dims) is read as a block all the same."""
     dt = v.aval.dtype
     if not F.supported_dtype(dt):
         raise NotFusible(f"input dtype {dt}")
     r = len(v.aval.shape)
     if r > nd:
         raise NotFusible(f"input of rank {r} in a loop of rank {nd}")
-    index = " + ".join(f"i{nd - r + d} * s{i}_{d}" for d in range(r)) or "offs * 0"
+    index = " + ".join(f"i{nd - r + d} * s{i}_{d}" for d in range(r)) or "0"
+    if not any(nd - r + d in (range(nd) if lanes is None else lanes) for d in range(r)):
+        index = f"{index} + offs * 0"
     env[v] = (f"x{i}", dt)
     params += [f"s{i}_{d}" for d in range(r)]
     return f"x{i} = tl.load(in{i} + ({index}), mask=mask)"
@@ -244,6 +259,11 @@ def module(name, nin, nout, params, constexprs, body):
             + F.HELPERS + f"\n\ndef {name}({', '.join(args)}):\n" + "\n".join(body) + "\n")
 
 
+def _pow2(n):
+    """The smallest power of two >= ``n`` (1 for n <= 1)."""
+    return 1 << max(0, (int(n) - 1).bit_length())
+
+
 def _unravel(dims, shape, rem, ind):
     """Index variables ``i<d>`` of the C-order position ``rem`` over ``dims`` of ``shape``."""
     dims = list(dims)
@@ -261,7 +281,12 @@ def _unravel(dims, shape, rem, ind):
 # tl.sum / tl.max / tl.min do): Triton's interpreter recognises those and reduces with NumPy,
 # and calling tl.sum itself from an interpreted kernel fails unless TRITON_INTERPRET was set
 # before triton was first imported.
-_SUM, _MAX, _MIN = ("tl.reduce", "tl.standard._elementwise_max", "tl.standard._elementwise_min")
+_MAX, _MIN = "tl.standard._elementwise_max", "tl.standard._elementwise_min"
+
+
+def _rows(block):
+    """``block`` (a program's lanes) as one row of ``RB`` lanes per kept position."""
+    return f"tl.reshape({block}, [BLOCK // RB, RB])"
 
 
 def _reduction(name, acc, x, dt, out):
@@ -275,7 +300,7 @@ def _reduction(name, acc, x, dt, out):
             raise NotFusible(f"{name} of {dt}")
         init = [f"    {acc} = {F.literal(0, wide)}"]
         upd = [f"{acc} = {acc} + tl.where(mask, {xv}, {F.literal(0, wide)})"]
-        fin = [f"    r{k} = {_SUM}({acc}, 0, tl.standard._sum_combine)"]
+        fin = [f"    r{k} = tl.reduce({_rows(acc)}, 1, tl.standard._sum_combine)"]
     elif name in ("reduce_max", "reduce_min"):
         big = name == "reduce_max"
         cmp = ">" if big else "<"
@@ -289,12 +314,12 @@ def _reduction(name, acc, x, dt, out):
         init = [f"    {acc} = {ident}"]
         upd = [f"{acc} = tl.where(mask & ({xv} {cmp} {acc}), {xv}, {acc})"]
         red = _MAX if big else _MIN
-        fin = [f"    r{k} = tl.reduce({acc}, 0, {red})" if wide.kind != "b" else
-               f"    r{k} = tl.reduce({acc}.to(tl.int32), 0, {red}) != 0"]
+        fin = [f"    r{k} = tl.reduce({_rows(acc)}, 1, {red})" if wide.kind != "b" else
+               f"    r{k} = tl.reduce({_rows(acc + '.to(tl.int32)')}, 1, {red}) != 0"]
         if wide.kind == "f":   # NumPy's max / min propagate NaN
             init.append(f"    nan{k} = tl.full([BLOCK], 0, tl.int32)")
             upd.append(f"nan{k} = nan{k} | (mask & ({xv} != {xv})).to(tl.int32)")
-            fin.append(f"    r{k} = tl.where(tl.reduce(nan{k}, 0, {_MAX}) != 0, "
+            fin.append(f"    r{k} = tl.where(tl.reduce({_rows(f'nan{k}')}, 1, {_MAX}) != 0, "
                        f"{F.literal(np.nan, wide, block=False)}, r{k})")
     elif name in ("reduce_and", "reduce_or"):
         if wide.kind != "b":
@@ -302,11 +327,11 @@ def _reduction(name, acc, x, dt, out):
         if name == "reduce_and":
             init = [f"    {acc} = {F.literal(True, wide)}"]
             upd = [f"{acc} = {acc} & (({xv}) | (mask == 0))"]
-            fin = [f"    r{k} = tl.reduce({acc}.to(tl.int32), 0, {_MIN}) != 0"]
+            fin = [f"    r{k} = tl.reduce({_rows(acc + '.to(tl.int32)')}, 1, {_MIN}) != 0"]
         else:
             init = [f"    {acc} = {F.literal(False, wide)}"]
             upd = [f"{acc} = {acc} | (({xv}) & mask)"]
-            fin = [f"    r{k} = tl.reduce({acc}.to(tl.int32), 0, {_MAX}) != 0"]
+            fin = [f"    r{k} = tl.reduce({_rows(acc + '.to(tl.int32)')}, 1, {_MAX}) != 0"]
     else:
         raise NotFusible(name)
     if np.dtype(out) != wide:

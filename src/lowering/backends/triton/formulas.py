@@ -164,11 +164,6 @@ def render_expr(e, args) -> str:
         return f"({a[0]}.to({_BITS[x0][1]}, bitcast=True) < 0)"
     if op == "ldexp":
         return f"M.ldexp({a[0]}, {a[1]})"
-    if op == "round":
-        f = literal(10.0 ** abs(e.attr), dt)
-        if e.attr >= 0:
-            return _div(f"M.rint({a[0]} * {f})", f, dt)
-        return f"(M.rint({_div(a[0], f, dt)}) * {f})"
     raise Unsupported(op)
 
 
