@@ -101,7 +101,8 @@ class Expr:
     def __repr__(self):
         if self.op in ("arg", "lit"):
             return f"{self.op}({self.attr!r}:{self.dtype})"
-        return f"{self.op}({', '.join(map(repr, self.args))}{'' if self.attr is None else ', ' + repr(self.attr)})"
+        attr = "" if self.attr is None else f", {self.attr!r}"
+        return f"{self.op}({', '.join(map(repr, self.args))}{attr})"
 
     def _other(self, v):
         return v if isinstance(v, Expr) else lit(v, self.dtype)
@@ -115,9 +116,11 @@ class Expr:
     def __truediv__(self, o): return call("div", self, self._other(o))
     def __rtruediv__(self, o): return self._other(o) / self
     def __neg__(self): return call("neg", self)
-    def __and__(self, o): return call("and_" if self.dtype == BOOL else "band", self, self._other(o))
+    def __and__(self, o): return call("and_" if self.dtype == BOOL else "band", self,
+                                      self._other(o))
     def __or__(self, o): return call("or_" if self.dtype == BOOL else "bor", self, self._other(o))
-    def __xor__(self, o): return call("xor_" if self.dtype == BOOL else "bxor", self, self._other(o))
+    def __xor__(self, o): return call("xor_" if self.dtype == BOOL else "bxor", self,
+                                      self._other(o))
     def __invert__(self): return call("not_" if self.dtype == BOOL else "binv", self)
 
 

@@ -355,8 +355,8 @@ def _loss_and_grads(cfg, h, w, b, t, q, keep, grads, dq=None):
             return total + snp.sum(_chunk_loss(cfg, x[0], w, b, *x[1:4])), ()
         return scan(body, total, xs, length=n)[0].astype(dtype)
     # Zero accumulators: the compiled scan copies such a broadcast into a buffer it owns
-    # (backends/cpp/backend.py, _adopt) and the chunks add into it in place; every chunk's grad_hidden
-    # rows are the scan's stacked output, so nothing is joined afterwards
+    # (backends/cpp/backend.py, _adopt) and the chunks add into it in place; every chunk's
+    # grad_hidden rows are the scan's stacked output, so nothing is joined afterwards
     init = (total, snp.zeros(w.shape, cfg.acc),
             None if b is None else snp.zeros(b.shape, cfg.acc), None if dq is None else total)
 

@@ -47,7 +47,9 @@ def _popcount_impl(x):
     return np.bitwise_count(bits).astype(x.dtype)
 
 
-_population_count = unary("population_count", _popcount_impl, formula=lambda x, **_: S.popcount(x), domain="int_only")
+_population_count = unary("population_count", _popcount_impl,
+                          formula=lambda x,
+                          **_: S.popcount(x), domain="int_only")
 population_count_p = _population_count.primitive
 R.defjvp_zero(population_count_p)
 

@@ -37,7 +37,9 @@ add = binary("add", np.add, formula=lambda a, b, **_: a + b, partials=RS.LINEAR_
     "Elementwise ``x1 + x2``.", "any",
     notes="bool + bool is logical or (NumPy). Integer overflow wraps."))
 
-subtract = binary("subtract", np.subtract, formula=lambda a, b, **_: a - b, domain="numeric", partials=RS.LINEAR_SUM,
+subtract = binary("subtract", np.subtract,
+                  formula=lambda a,
+                  b, **_: a - b, domain="numeric", partials=RS.LINEAR_SUM,
                   doc=binary_doc(
     "Elementwise ``x1 - x2``.", "numeric", notes="Integer overflow wraps (uint8 0 - 1 == 255)."))
 
@@ -45,7 +47,9 @@ multiply = binary("multiply", np.multiply, formula=lambda a, b, **_: a * b, doc=
     "Elementwise ``x1 * x2``.", "any",
     notes="bool * bool is logical and (NumPy). Integer overflow wraps."))
 
-divide = binary("divide", np.true_divide, formula=lambda a, b, **_: a / b, domain="inexact", doc=binary_doc(
+divide = binary("divide", np.true_divide,
+                formula=lambda a,
+                b, **_: a / b, domain="inexact", doc=binary_doc(
     "Elementwise true division ``x1 / x2``.", "inexact",
     notes="Integer (and bool) operands are promoted to float32 first (JAX; NumPy uses float64): "
           "``divide(1, 0)`` is inf, ``divide(0, 0)`` nan. Alias: ``true_divide``."))
@@ -64,7 +68,9 @@ def _floor_divide_formula(a, b, *, out, params, fmt):
     return q
 
 
-floor_divide = binary("floor_divide", np.floor_divide, formula=_floor_divide_formula, domain="real_num", doc=binary_doc(
+floor_divide = binary("floor_divide", np.floor_divide,
+                      formula=_floor_divide_formula,
+                      domain="real_num", doc=binary_doc(
     "Elementwise floor division ``floor(x1 / x2)`` (Python's ``//``).", "real_num",
     notes="Integers: division by zero gives 0 (NumPy), ``int8 -128 // -1`` wraps to -128. "
           "Floats: IEEE results (``1.0 // 0.0`` is inf, ``0.0 // 0.0`` nan)."))
@@ -74,13 +80,17 @@ def _remainder_formula(a, b, *, out, params, fmt):
     return S.select(S.eq(b, 0), float("nan"), r) if fmt in _ML_DTYPES else r
 
 
-remainder = binary("remainder", np.remainder, formula=_remainder_formula, domain="real_num", doc=binary_doc(
+remainder = binary("remainder", np.remainder,
+                   formula=_remainder_formula,
+                   domain="real_num", doc=binary_doc(
     "Elementwise remainder ``x1 - floor_divide(x1, x2) * x2``: the sign of ``x2`` (Python's "
     "``%``, NumPy's ``remainder`` / ``mod``).", "real_num",
     notes="Integer division by zero gives 0 (NumPy). Float ``x % 0.0`` is nan. Alias: ``mod``."))
 mod = remainder
 
-fmod = binary("fmod", np.fmod, formula=lambda a, b, **_: S.fmod(a, b), domain="real_num", doc=binary_doc(
+fmod = binary("fmod", np.fmod,
+              formula=lambda a,
+              b, **_: S.fmod(a, b), domain="real_num", doc=binary_doc(
     "Elementwise C-style remainder: the sign of ``x1`` (``fmod(-7, 3) == -1``).", "real_num",
     notes="Integer division by zero gives 0 (NumPy)."))
 
@@ -151,7 +161,9 @@ a zero base gives no NaN in first or higher derivatives (``grad(lambda x: x ** 2
 pow.primitive = _power.primitive
 power = pow
 
-negative = unary("negative", np.negative, formula=S.ScalarFormula(lambda x, **_: -x, lowp="exact"), domain="numeric", partials=RS.UNARY_SUM,
+negative = unary("negative", np.negative,
+                 formula=S.ScalarFormula(lambda x, **_: -x, lowp="exact"),
+                 domain="numeric", partials=RS.UNARY_SUM,
                  doc=unary_doc(
     "Elementwise ``-x``.", "numeric", notes="Integer overflow wraps: ``-int8(-128) == -128``; "
     "unsigned integers wrap modulo 2**bits."))
@@ -178,7 +190,9 @@ def _abs_formula(x, *, out, params, fmt):
     return S.select(S.lt(x, 0), 0 - x, x) if x.dtype.kind == "i" else x
 
 
-abs = unary("abs", np.absolute, formula=S.ScalarFormula(_abs_formula, lowp="exact"), out="real", doc=unary_doc(  # noqa: A001
+abs = unary("abs", np.absolute,
+            formula=S.ScalarFormula(_abs_formula, lowp="exact"),
+            out="real", doc=unary_doc(  # noqa: A001
     "Elementwise absolute value ``|x|`` (the modulus for complex input).", "any", "real",
     notes="Integer overflow wraps: ``abs(int8(-128)) == -128`` (NumPy). bool is the identity. "
           "Alias: ``absolute``. Derivative: ``sign(x)`` for real ``x``; ``Re(conj(x) dx) / |x|`` "
@@ -194,11 +208,15 @@ def _sign_formula(x, *, out, params, fmt):
     return S.sign(x)
 
 
-sign = unary("sign", np.sign, formula=S.ScalarFormula(_sign_formula, lowp="exact"), domain="numeric", doc=unary_doc(
+sign = unary("sign", np.sign,
+             formula=S.ScalarFormula(_sign_formula, lowp="exact"),
+             domain="numeric", doc=unary_doc(
     "Elementwise sign: -1, 0 or 1 (0 for +-0.0; nan for nan). Complex: ``x / |x|`` (0 at 0), "
     "the Array API 2023.12 definition.", "numeric"))
 
-reciprocal = unary("reciprocal", np.reciprocal, formula=lambda x, **_: 1 / x, domain="inexact", doc=unary_doc(
+reciprocal = unary("reciprocal", np.reciprocal,
+                   formula=lambda x,
+                   **_: 1 / x, domain="inexact", doc=unary_doc(
     "Elementwise ``1 / x``.", "inexact",
     notes="Integers are promoted to float32 first (as in JAX; NumPy's integer reciprocal "
           "truncates)."))
@@ -211,18 +229,28 @@ square = unary("square", np.square, formula=lambda x, **_: x * x, domain="numeri
 equal = binary("equal", np.equal, formula=lambda a, b, **_: S.eq(a, b), out="bool", doc=binary_doc(
     "Elementwise ``x1 == x2``.", "any", "bool",
     notes="NaN compares unequal to everything; -0.0 == 0.0."))
-not_equal = binary("not_equal", np.not_equal, formula=lambda a, b, **_: S.ne(a, b), out="bool", doc=binary_doc(
+not_equal = binary("not_equal", np.not_equal,
+                   formula=lambda a,
+                   b, **_: S.ne(a, b), out="bool", doc=binary_doc(
     "Elementwise ``x1 != x2``.", "any", "bool", notes="NaN != anything is True."))
-less = binary("less", np.less, formula=lambda a, b, **_: S.lt(a, b), domain="real", out="bool", doc=binary_doc(
+less = binary("less", np.less,
+              formula=lambda a,
+              b, **_: S.lt(a, b), domain="real", out="bool", doc=binary_doc(
     "Elementwise ``x1 < x2``.", "real", "bool",
     notes="Complex operands raise TypeError: they have no order (Array API)."))
-less_equal = binary("less_equal", np.less_equal, formula=lambda a, b, **_: S.le(a, b), domain="real", out="bool", doc=binary_doc(
+less_equal = binary("less_equal", np.less_equal,
+                    formula=lambda a,
+                    b, **_: S.le(a, b), domain="real", out="bool", doc=binary_doc(
     "Elementwise ``x1 <= x2``.", "real", "bool",
     notes="Complex operands raise TypeError: they have no order (Array API)."))
-greater = binary("greater", np.greater, formula=lambda a, b, **_: S.gt(a, b), domain="real", out="bool", doc=binary_doc(
+greater = binary("greater", np.greater,
+                 formula=lambda a,
+                 b, **_: S.gt(a, b), domain="real", out="bool", doc=binary_doc(
     "Elementwise ``x1 > x2``.", "real", "bool",
     notes="Complex operands raise TypeError: they have no order (Array API)."))
-greater_equal = binary("greater_equal", np.greater_equal, formula=lambda a, b, **_: S.ge(a, b), domain="real", out="bool",
+greater_equal = binary("greater_equal", np.greater_equal,
+                       formula=lambda a,
+                       b, **_: S.ge(a, b), domain="real", out="bool",
                        doc=binary_doc("Elementwise ``x1 >= x2``.", "real", "bool",
                                       notes="Complex operands raise TypeError: they have no "
                                             "order (Array API)."))
@@ -246,10 +274,18 @@ def _truth(x, op):
 _LOGICAL_NOTE = ("Non-bool operands count as their truth value ``x != 0`` (each on its own, "
                  "before any promotion; NaN is true), as in NumPy.")
 
-_logical_and = binary("logical_and", np.logical_and, formula=lambda a, b, **_: S.and_(a, b), domain="bool", out="bool")
-_logical_or = binary("logical_or", np.logical_or, formula=lambda a, b, **_: S.or_(a, b), domain="bool", out="bool")
-_logical_xor = binary("logical_xor", np.logical_xor, formula=lambda a, b, **_: S.xor_(a, b), domain="bool", out="bool")
-_logical_not = unary("logical_not", np.logical_not, formula=lambda x, **_: S.not_(x), domain="bool", out="bool")
+_logical_and = binary("logical_and", np.logical_and,
+                      formula=lambda a,
+                      b, **_: S.and_(a, b), domain="bool", out="bool")
+_logical_or = binary("logical_or", np.logical_or,
+                     formula=lambda a,
+                     b, **_: S.or_(a, b), domain="bool", out="bool")
+_logical_xor = binary("logical_xor", np.logical_xor,
+                      formula=lambda a,
+                      b, **_: S.xor_(a, b), domain="bool", out="bool")
+_logical_not = unary("logical_not", np.logical_not,
+                     formula=lambda x,
+                     **_: S.not_(x), domain="bool", out="bool")
 
 
 def _both_bool(x1, x2):
@@ -292,23 +328,35 @@ del _fn
 
 # ---- bitwise -----------------------------------------------------------------------------------
 
-bitwise_and = binary("bitwise_and", np.bitwise_and, formula=lambda a, b, **_: a & b, domain="integer", doc=binary_doc(
+bitwise_and = binary("bitwise_and", np.bitwise_and,
+                     formula=lambda a,
+                     b, **_: a & b, domain="integer", doc=binary_doc(
     "Elementwise bitwise and ``x1 & x2`` (logical and for bool).", "integer"))
-bitwise_or = binary("bitwise_or", np.bitwise_or, formula=lambda a, b, **_: a | b, domain="integer", doc=binary_doc(
+bitwise_or = binary("bitwise_or", np.bitwise_or,
+                    formula=lambda a,
+                    b, **_: a | b, domain="integer", doc=binary_doc(
     "Elementwise bitwise or ``x1 | x2`` (logical or for bool).", "integer"))
-bitwise_xor = binary("bitwise_xor", np.bitwise_xor, formula=lambda a, b, **_: a ^ b, domain="integer", doc=binary_doc(
+bitwise_xor = binary("bitwise_xor", np.bitwise_xor,
+                     formula=lambda a,
+                     b, **_: a ^ b, domain="integer", doc=binary_doc(
     "Elementwise bitwise exclusive or ``x1 ^ x2`` (logical xor for bool).", "integer"))
-bitwise_invert = unary("bitwise_invert", np.invert, formula=lambda x, **_: ~x, domain="integer", doc=unary_doc(
+bitwise_invert = unary("bitwise_invert", np.invert,
+                       formula=lambda x,
+                       **_: ~x, domain="integer", doc=unary_doc(
     "Elementwise bitwise not ``~x`` (two's complement; logical not for bool).", "integer",
     notes="Aliases: ``bitwise_not``, ``invert``."))
 bitwise_not = invert = bitwise_invert
 
 _SHIFT_NOTE = ("Shift counts that are negative or at least the bit width give 0 for a left "
                "shift and the sign fill (0 or -1) for a right shift, as in NumPy.")
-bitwise_left_shift = binary("bitwise_left_shift", np.left_shift, formula=lambda a, b, **_: S.shl(a, b), domain="int_only",
+bitwise_left_shift = binary("bitwise_left_shift", np.left_shift,
+                            formula=lambda a,
+                            b, **_: S.shl(a, b), domain="int_only",
                             doc=binary_doc("Elementwise ``x1 << x2``.", "int_only",
                                            notes=_SHIFT_NOTE + " Alias: ``left_shift``."))
-bitwise_right_shift = binary("bitwise_right_shift", np.right_shift, formula=lambda a, b, **_: S.shr(a, b), domain="int_only",
+bitwise_right_shift = binary("bitwise_right_shift", np.right_shift,
+                             formula=lambda a,
+                             b, **_: S.shr(a, b), domain="int_only",
                              doc=binary_doc("Elementwise arithmetic right shift ``x1 >> x2`` "
                                             "(logical for unsigned).", "int_only",
                                             notes=_SHIFT_NOTE + " Alias: ``right_shift``."))

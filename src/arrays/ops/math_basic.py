@@ -146,7 +146,9 @@ _jvp(arcsinh, lambda g, ans, x: divide(g, sqrt(add(square(x), 1))))
 _jvp(arccosh, lambda g, ans, x: divide(g, multiply(sqrt(subtract(x, 1)), sqrt(add(x, 1)))))
 _jvp(arctanh, lambda g, ans, x: divide(g, subtract(1, square(x))))
 
-arctan2 = binary("arctan2", np.arctan2, formula=lambda a, b, **_: S.atan2(a, b), domain="real_inexact", doc=binary_doc(
+arctan2 = binary("arctan2", np.arctan2,
+                 formula=lambda a,
+                 b, **_: S.atan2(a, b), domain="real_inexact", doc=binary_doc(
     "Elementwise angle of the point ``(x2, x1)``: ``arctan(x1 / x2)`` in the right quadrant, "
     "in ``[-pi, pi]``.", "real_inexact",
     notes="Signed zeros select the quadrant as in IEEE 754 / C ``atan2`` "
@@ -166,20 +168,31 @@ _jvp(arctan2, _arctan2_dy, _arctan2_dx)
 
 # ---- other binary float functions --------------------------------------------------------------
 
-logaddexp = binary("logaddexp", np.logaddexp, formula=lambda a, b, **_: S.logaddexp(a, b), domain="real_inexact", doc=binary_doc(
+logaddexp = binary("logaddexp", np.logaddexp,
+                   formula=lambda a,
+                   b, **_: S.logaddexp(a, b), domain="real_inexact", doc=binary_doc(
     "Elementwise ``log(exp(x1) + exp(x2))`` without overflow.", "real_inexact",
     notes="``logaddexp(-inf, -inf) == -inf``; ``logaddexp(inf, inf) == inf``. Derivatives: "
           "``exp(x1 - out)``, ``exp(x2 - out)``; 1/2 each where both inputs are the same "
           "infinity."))
-logaddexp2 = binary("logaddexp2", np.logaddexp2, formula=lambda a, b, **_: S.logaddexp2(a, b), domain="real_inexact", doc=binary_doc(
+logaddexp2 = binary("logaddexp2", np.logaddexp2,
+                    formula=lambda a,
+                    b, **_: S.logaddexp2(a, b), domain="real_inexact", doc=binary_doc(
     "Elementwise ``log2(2 ** x1 + 2 ** x2)`` without overflow.", "real_inexact"))
-hypot = binary("hypot", np.hypot, formula=lambda a, b, **_: S.hypot(a, b), domain="real_inexact", doc=binary_doc(
+hypot = binary("hypot", np.hypot,
+               formula=lambda a,
+               b, **_: S.hypot(a, b), domain="real_inexact", doc=binary_doc(
     "Elementwise ``sqrt(x1 ** 2 + x2 ** 2)`` without intermediate overflow.", "real_inexact",
     notes="``hypot(inf, nan) == inf`` (IEEE 754). The derivative at ``(0, 0)`` is 0."))
-copysign = binary("copysign", np.copysign, formula=S.ScalarFormula(lambda a, b, **_: S.copysign(a, b), lowp="exact"), domain="real_inexact", doc=binary_doc(
+copysign = binary("copysign", np.copysign,
+                  formula=S.ScalarFormula(lambda a, b, **_: S.copysign(a, b), lowp="exact"),
+                  domain="real_inexact", doc=binary_doc(
     "Elementwise ``|x1|`` with the sign bit of ``x2`` (``copysign(1, -0.0) == -1``).",
     "real_inexact"))
-nextafter = binary("nextafter", np.nextafter, formula=S.ScalarFormula(lambda a, b, **_: S.nextafter(a, b) if S.is_float(a.dtype) else None, lowp=None), domain="real_inexact", doc=binary_doc(
+nextafter = binary("nextafter", np.nextafter,
+                   formula=S.ScalarFormula(lambda a, b, **_: S.nextafter(a, b)
+                                           if S.is_float(a.dtype) else None, lowp=None),
+                   domain="real_inexact", doc=binary_doc(
     "Elementwise next representable value after ``x1`` in the direction of ``x2``.",
     "real_inexact", notes="Works in the promoted dtype (so steps are float16 / bfloat16 "
                           "steps for those dtypes). Derivative: 1 in ``x1`` (the result follows "
@@ -190,7 +203,9 @@ def _heaviside_formula(a, b, *, out, params, fmt):
     return S.select(S.ne(a, a), float("nan"), h) if fmt == np.float16 else h
 
 
-heaviside = binary("heaviside", np.heaviside, formula=S.ScalarFormula(_heaviside_formula, lowp="exact"), domain="real_inexact", doc=binary_doc(
+heaviside = binary("heaviside", np.heaviside,
+                   formula=S.ScalarFormula(_heaviside_formula, lowp="exact"),
+                   domain="real_inexact", doc=binary_doc(
     "Elementwise Heaviside step: 0 for ``x1 < 0``, ``x2`` for ``x1 == 0``, 1 for ``x1 > 0``.",
     "real_inexact", notes="nan in ``x1`` gives nan. Derivative: 0 in ``x1``; 1 in ``x2`` where "
                           "``x1 == 0``, else 0."))
@@ -423,13 +438,21 @@ batch_unary_same_axis(round_p)
 
 # ---- floating-point predicates -----------------------------------------------------------------
 
-isfinite = unary("isfinite", np.isfinite, formula=lambda x, **_: S.isfinite(x) if x.dtype.kind == "f" else S.lit(True, S.BOOL), out="bool", doc=unary_doc(
+def _predicate(op, otherwise):
+    """The formula of the float predicate ``op``: ``otherwise`` for integers and bool."""
+    return lambda x, **_: S.call(op, x) if x.dtype.kind == "f" else S.lit(otherwise, S.BOOL)
+
+
+isfinite = unary("isfinite", np.isfinite, formula=_predicate("isfinite", True), out="bool",
+                 doc=unary_doc(
     "Elementwise test for finite values (not inf, not nan).", "any", "bool",
     notes="Integer and bool input is always finite; complex is finite when both parts are."))
-isinf = unary("isinf", np.isinf, formula=lambda x, **_: S.isinf(x) if x.dtype.kind == "f" else S.lit(False, S.BOOL), out="bool", doc=unary_doc(
+isinf = unary("isinf", np.isinf, formula=_predicate("isinf", False), out="bool",
+              doc=unary_doc(
     "Elementwise test for +-inf.", "any", "bool",
     notes="Complex is infinite when either part is."))
-isnan = unary("isnan", np.isnan, formula=lambda x, **_: S.isnan(x) if x.dtype.kind == "f" else S.lit(False, S.BOOL), out="bool", doc=unary_doc(
+isnan = unary("isnan", np.isnan, formula=_predicate("isnan", False), out="bool",
+              doc=unary_doc(
     "Elementwise test for nan.", "any", "bool", notes="Complex is nan when either part is."))
 def _signbit_formula(x, *, out, params, fmt):
     if S.is_floating(x.dtype):
@@ -437,7 +460,9 @@ def _signbit_formula(x, *, out, params, fmt):
     return S.lt(x, 0) if x.dtype.kind == "i" else S.lit(False, S.BOOL)
 
 
-signbit = unary("signbit", np.signbit, formula=S.ScalarFormula(_signbit_formula, lowp=None), domain="real", out="bool", doc=unary_doc(
+signbit = unary("signbit", np.signbit,
+                formula=S.ScalarFormula(_signbit_formula, lowp=None),
+                domain="real", out="bool", doc=unary_doc(
     "Elementwise test of the sign bit (True for -0.0 and negative numbers, and for nan with the "
     "sign bit set).", "real", "bool"))
 for _p in (isfinite, isinf, isnan, signbit):
@@ -445,9 +470,15 @@ for _p in (isfinite, isinf, isnan, signbit):
 
 # ---- complex parts -----------------------------------------------------------------------------
 
-_real = unary("real", np.real, formula=S.ScalarFormula(S.same, lowp="exact"), out="real", partials=RS.UNARY_SUM)
-_imag = unary("imag", np.imag, formula=lambda x, *, out, **_: S.lit(0, out), out="real", partials=RS.UNARY_SUM)
-_conj = unary("conj", np.conjugate, formula=S.ScalarFormula(S.same, lowp="exact"), partials=RS.UNARY_SUM)
+_real = unary("real", np.real,
+              formula=S.ScalarFormula(S.same, lowp="exact"),
+              out="real", partials=RS.UNARY_SUM)
+_imag = unary("imag", np.imag,
+              formula=lambda x,
+              *, out, **_: S.lit(0, out), out="real", partials=RS.UNARY_SUM)
+_conj = unary("conj", np.conjugate,
+              formula=S.ScalarFormula(S.same, lowp="exact"),
+              partials=RS.UNARY_SUM)
 
 
 def real(x, /):

@@ -220,10 +220,14 @@ def float_power(x1, x2, /):
     return pow(convert_element_type(a, target, False), convert_element_type(b, target, False))
 
 
-gcd = binary("gcd", np.gcd, formula=lambda a, b, **_: S.gcd(a, b), domain="int_only", doc=binary_doc(
+gcd = binary("gcd", np.gcd,
+             formula=lambda a,
+             b, **_: S.gcd(a, b), domain="int_only", doc=binary_doc(
     "Elementwise greatest common divisor of ``|x1|`` and ``|x2|`` (``gcd(0, 0) == 0``).",
     "int_only", notes="Results that do not fit the dtype wrap (``gcd(int8(-128), 0) == -128``)."))
-lcm = binary("lcm", np.lcm, formula=lambda a, b, **_: S.lcm(a, b), domain="int_only", doc=binary_doc(
+lcm = binary("lcm", np.lcm,
+             formula=lambda a,
+             b, **_: S.lcm(a, b), domain="int_only", doc=binary_doc(
     "Elementwise least common multiple of ``|x1|`` and ``|x2|`` (0 if either is 0).",
     "int_only", notes="Integer overflow wraps."))
 defjvp_zero(gcd.primitive)

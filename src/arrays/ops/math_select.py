@@ -56,18 +56,26 @@ def _extremum_formula(op):
                            name=op)
 
 
-maximum = binary("maximum", np.maximum, formula=_extremum_formula("max"), domain="real", partials=RS.MAX_MAX, doc=binary_doc(
+maximum = binary("maximum", np.maximum,
+                 formula=_extremum_formula("max"),
+                 domain="real", partials=RS.MAX_MAX, doc=binary_doc(
     "Elementwise maximum; NaN-propagating (a NaN operand gives NaN).", "real",
     notes=_ZERO_NOTE + " bool: logical or. Complex raises TypeError (no order).\n\n"
     + SUBGRADIENTS))
-minimum = binary("minimum", np.minimum, formula=_extremum_formula("min"), domain="real", partials=RS.MIN_MIN, doc=binary_doc(
+minimum = binary("minimum", np.minimum,
+                 formula=_extremum_formula("min"),
+                 domain="real", partials=RS.MIN_MIN, doc=binary_doc(
     "Elementwise minimum; NaN-propagating (a NaN operand gives NaN).", "real",
     notes=_ZERO_NOTE + " bool: logical and. Complex raises TypeError (no order).\n\n"
     + SUBGRADIENTS))
-fmax = binary("fmax", np.fmax, formula=_extremum_formula("fmax"), domain="real", partials=RS.MAX_MAX, doc=binary_doc(
+fmax = binary("fmax", np.fmax,
+              formula=_extremum_formula("fmax"),
+              domain="real", partials=RS.MAX_MAX, doc=binary_doc(
     "Elementwise maximum ignoring NaN: the other operand where one is NaN, NaN only where "
     "both are.", "real", notes=_ZERO_NOTE + "\n\n" + SUBGRADIENTS))
-fmin = binary("fmin", np.fmin, formula=_extremum_formula("fmin"), domain="real", partials=RS.MIN_MIN, doc=binary_doc(
+fmin = binary("fmin", np.fmin,
+              formula=_extremum_formula("fmin"),
+              domain="real", partials=RS.MIN_MIN, doc=binary_doc(
     "Elementwise minimum ignoring NaN: the other operand where one is NaN, NaN only where "
     "both are.", "real", notes=_ZERO_NOTE + "\n\n" + SUBGRADIENTS))
 

@@ -54,8 +54,8 @@ bodies: they are planned as donated, and the loop passes its carry buffers as th
 each only after a run-time check that the loop holds the only reference
 (``buffers.donatable_item``): the previous iteration's results, and at the first iteration the
 initial carries the schedule handed over because nothing reads them after the loop
-(backends/cpp/backend.py), so an accumulator ``acc = acc + x`` is updated in place instead of holding
-two copies. A loop's results alias only what its body can pass through
+(backends/cpp/backend.py), so an accumulator ``acc = acc + x`` is updated in place instead of
+holding two copies. A loop's results alias only what its body can pass through
 (``loop_output_sources``): a scan's stacked outputs are new arrays, so later kernels may write
 over a dead loop result. A donated buffer that a collective or a host callback read is never
 written (a peer device may still read it after the collective returned on this one; the

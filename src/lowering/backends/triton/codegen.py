@@ -165,7 +165,8 @@ def render(program, name):
         ind = "        "
     else:
         lines = ["    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
-                 "    mask = offs < n", "    rem = offs"] + _unravel(range(nd), shape, "rem", "    ")
+                 "    mask = offs < n", "    rem = offs"]
+        lines += _unravel(range(nd), shape, "rem", "    ")
         loop, ind = [], "    "
     env, params = {}, []
     for i, v in enumerate(ins):
