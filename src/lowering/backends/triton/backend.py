@@ -15,10 +15,10 @@ elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
 (``codegen.INTERPRETER_BLOCK``).
 
 Kernels compute elementwise groups and their reductions (sum / max / min / and / or over one
-set of axes), and 2-D matrix products with their elementwise epilogues (matmul.py). Not yet
-here (issue: GPU backends): argmax / argmin and products of reductions in kernels, batched
-products, device buffers (and so
-GPU launches from ``compile``: autotune.py tunes launches where the caller has device tensors).
+set of axes), and (batched) matrix products with their elementwise epilogues (matmul.py). Not
+yet here (issue: GPU backends): argmax / argmin and products of reductions in kernels, products
+with several batch dims, device buffers (and so GPU launches from ``compile``: autotune.py
+tunes launches where the caller has device tensors).
 """
 from __future__ import annotations
 

@@ -70,8 +70,8 @@ class Kernel:
         n = self.size
         if self.tiles is not None:
             t = dict(self.tiles[1 if interpret else 0], **config)
-            m, nn = self.shape
-            grid = -(-m // t["BM"]) * -(-nn // t["BN"])
+            *batch, m, nn = self.shape
+            grid = math.prod(batch) * -(-m // t["BM"]) * -(-nn // t["BN"])
             return grid, dict(t, BLOCK=t["BM"] * t["BN"]), options
         block = config.get("BLOCK")
         cap = INTERPRETER_BLOCK if interpret else GPU_BLOCK

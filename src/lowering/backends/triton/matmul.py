@@ -8,9 +8,10 @@ flattens the tile into a block of ``BM * BN`` positions and runs the epilogue on
 elementwise code generator (codegen.py), reading its other inputs through their strides and
 writing only the outputs, so ``d`` never goes to memory unless it is an output itself.
 
-Supported: 2-D products (one contracting dim each side, no batch dims) whose operands are the
-buffers themselves or their transposes (read through swapped strides), float16 / bfloat16 /
-float32 / float64 operands of one dtype. Others raise NotFusible: the epilogue pass then leaves
+Supported: 2-D products (one contracting dim each side) and batched ones (one batch dim each
+side: a program per tile of one batch element) whose operands are the buffers themselves or
+transposes of them (read through permuted strides), float16 / bfloat16 / float32 / float64
+operands of one dtype. Others raise NotFusible: the epilogue pass then leaves
 the product to the host and the epilogue to the elementwise kernels.
 """
 from __future__ import annotations
@@ -28,17 +29,15 @@ INTERPRETER_TILES = {"BM": 32, "BN": 32, "BK": 32, "WIDE": 1}
 _DOT_DTYPES = {np.dtype(np.float16), F.LOWP[1], np.dtype(np.float32), np.dtype(np.float64)}
 
 
-def _operand_strides(chain, side, base, contract):
-    """(row, column) stride parameter names of a ``dot`` operand read from ``base`` (its
-    invar) through the view ``chain``: rows are M (lhs) or K (rhs)."""
-    perm = (0, 1)
+def _operand_strides(chain, base, rank, dims):
+    """The stride parameter names of view dims ``dims`` of a ``dot`` operand of rank ``rank``
+    read from ``base`` (its invar) through the view ``chain`` (transposes only)."""
+    perm = tuple(range(rank))
     for e in chain:
-        if e.primitive.name != "transpose" or len(e.invars[0].aval.shape) != 2:
+        if e.primitive.name != "transpose" or len(e.invars[0].aval.shape) != rank:
             raise NotFusible(f"operand view {e.primitive.name}")
         perm = tuple(perm[p] for p in e.params["permutation"])
-    # view dim d is base dim perm[d]; the lhs's rows are its free dim, the rhs's its contracted
-    rows = 1 - contract if side == 0 else contract
-    return f"s{base}_{perm[rows]}", f"s{base}_{perm[1 - rows]}"
+    return [f"s{base}_{perm[d]}" for d in dims]   # view dim d is base dim perm[d]
 
 
 def render(program, name):
@@ -46,29 +45,38 @@ def render(program, name):
     dot, epi, emit = split(program)
     (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
     a_aval, b_aval = dot.invars[0].aval, dot.invars[1].aval
-    if lb or rb or len(lc) != 1 or len(rc) != 1 or len(a_aval.shape) != 2 or \
-            len(b_aval.shape) != 2:
-        raise NotFusible("a product that is not 2-D x 2-D with one contracting dim")
+    nb = len(lb)
+    if len(lc) != 1 or len(rc) != 1 or nb > 1 or len(rb) != nb or \
+            len(a_aval.shape) != 2 + nb or len(b_aval.shape) != 2 + nb:
+        raise NotFusible("a product that is not (batched) 2-D x 2-D with one contracting dim")
     dt = np.dtype(a_aval.dtype)
     if dt not in _DOT_DTYPES or np.dtype(b_aval.dtype) != dt:
         raise NotFusible(f"product of {a_aval.dtype} and {b_aval.dtype}")
     d = dot.outvars[0]
-    m, n = d.aval.shape
+    shape = tuple(d.aval.shape)     # (batch,) + (m, n)
+    m, n = shape[nb:]
     k = a_aval.shape[lc[0]]
-    if not all(isinstance(x, int) for x in (m, n, k)):
+    if not all(isinstance(x, int) for x in shape + (k,)):
         raise NotFusible("symbolic product shape")
     chains = operand_views(program)
     ins = list(program.constvars) + list(program.invars)
     ia = len(program.constvars)
     ib = ia + 1
-    sam, sak = _operand_strides(chains[0], 0, ia, lc[0])
-    sbk, sbn = _operand_strides(chains[1], 1, ib, rc[0])
+    a_free = [x for x in range(2 + nb) if x not in tuple(lb) + tuple(lc)][0]
+    b_free = [x for x in range(2 + nb) if x not in tuple(rb) + tuple(rc)][0]
+    sab, sam, sak = (_operand_strides(chains[0], ia, 2 + nb, list(lb) + [a_free, lc[0]])
+                     if nb else ["0"] + _operand_strides(chains[0], ia, 2, [a_free, lc[0]]))
+    sbb, sbk, sbn = (_operand_strides(chains[1], ib, 2 + nb, list(rb) + [rc[0], b_free])
+                     if nb else ["0"] + _operand_strides(chains[1], ib, 2, [rc[0], b_free]))
     acc_t = "tl.float64" if dt == np.float64 else "tl.float32"
 
     bf16 = dt == F.LOWP[1]   # operands held as their bits
     prec = ', input_precision="ieee"' if dt == np.float32 else ""
     body = [
         "    pid = tl.program_id(0)",
+        f"    tiles = (({m} + BM - 1) // BM) * (({n} + BN - 1) // BN)",
+        "    pb = (pid // tiles).to(tl.int64)",   # the batch element
+        "    pid = pid % tiles",
         f"    pm = pid // (({n} + BN - 1) // BN)",
         f"    pn = pid % (({n} + BN - 1) // BN)",
         "    rm = (pm * BM + tl.arange(0, BM)).to(tl.int64)",
@@ -76,9 +84,9 @@ def render(program, name):
         f"    acc = tl.full((BM, BN), 0, {acc_t})",
         f"    for k0 in range(0, {k}, BK):",
         "        kk = (k0 + tl.arange(0, BK)).to(tl.int64)",
-        f"        a = tl.load(in{ia} + rm[:, None] * {sam} + kk[None, :] * {sak}, "
+        f"        a = tl.load(in{ia} + pb * {sab} + rm[:, None] * {sam} + kk[None, :] * {sak}, "
         f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0)",
-        f"        b = tl.load(in{ib} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
+        f"        b = tl.load(in{ib} + pb * {sbb} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
         f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0)",
     ] + ([
         # bfloat16 products on the tensor cores; the interpreter's bfloat16 arithmetic flushes
@@ -95,9 +103,10 @@ def render(program, name):
         '            acc = tl.dot(a, b, acc, input_precision="ieee")',
     ] if bf16 else [f"        acc = tl.dot(a, b, acc{prec})"]) + [
         "    offs = tl.arange(0, BLOCK)",
-        "    i0 = pm * BM + offs // BN",
-        "    i1 = pn * BN + offs % BN",
-        f"    mask = (i0 < {m}) & (i1 < {n})",
+    ] + (["    i0 = pb + offs * 0"] if nb else []) + [
+        f"    i{nb} = pm * BM + offs // BN",
+        f"    i{nb + 1} = pn * BN + offs % BN",
+        f"    mask = (i{nb} < {m}) & (i{nb + 1} < {n})",
     ]
     wide = np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
     flat = "tl.reshape(acc, [BLOCK])"
@@ -106,10 +115,9 @@ def render(program, name):
     env, params = {d: ("dv", out_dt)}, []
     for i, v in enumerate(ins):   # stride parameters in input order, as launches pass them
         if i in (ia, ib):
-            params += [f"s{i}_0", f"s{i}_1"]
+            params += [f"s{i}_{x}" for x in range(2 + nb)]
         else:
-            body.append("    " + load(i, v, 2, env, params))
-    shape = (m, n)
+            body.append("    " + load(i, v, 2 + nb, env, params))
     for j, eqn in enumerate(epi.eqns):
         args, dts = operands(eqn, env)
         if eqn.primitive.name.startswith("reduce_") or eqn.primitive.name.startswith("arg"):
@@ -117,7 +125,8 @@ def render(program, name):
         body.append("    " + elementwise(j, eqn, args, dts, shape, env))
     outs = list(program.outvars)
     for j, v in enumerate(outs):
-        body.append(f"    tl.store(out{j} + i0 * {n} + i1, {value(v, env)}, mask=mask)")
+        lin = (f"i0 * {m * n} + " if nb else "") + f"i{nb} * {n} + i{nb + 1}"
+        body.append(f"    tl.store(out{j} + {lin}, {value(v, env)}, mask=mask)")
     if any(tuple(v.aval.shape) != shape for v in outs):
         raise NotFusible("a matmul output of another shape")
     src = module(name, len(ins), len(outs), params, ["BM", "BN", "BK", "WIDE"], body)
