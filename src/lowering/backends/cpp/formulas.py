@@ -215,7 +215,7 @@ ST_TRAITS(uint32_t, uint32_t, 0) ST_TRAITS(uint64_t, uint64_t, 0)
 #define ST_F2(name) ST_INLINE float st_##name(float a, float b) { return name##f(a, b); } \
   ST_INLINE double st_##name(double a, double b) { return name(a, b); }
 ST_F1(floor) ST_F1(log1p) ST_F1(exp) ST_F1(exp2) ST_F1(nearbyint)
-ST_F2(fmod) ST_F2(copysign) ST_F2(nextafter) ST_F2(pow)
+ST_F2(fmod) ST_F2(copysign) ST_F2(nextafter)
 ST_INLINE float st_inf(float) { return __builtin_inff(); }
 ST_INLINE double st_inf(double) { return __builtin_inf(); }
 ST_INLINE float st_nan(float) { return __builtin_nanf(""); }

@@ -107,9 +107,10 @@ class Kernel:
 
 
 def _short(dt):
-    return {"tl.int1": "i1", "tl.float16": "fp16", "tl.bfloat16": "bf16", "tl.float32": "fp32",
-            "tl.float64": "fp64"}.get(F.tl_dtype(dt), F.tl_dtype(dt)[3:].replace("int", "i")
-                                       .replace("ui", "u"))
+    """Triton's signature name of the element type of ``dt`` ("fp32", "i64", "u16", ...)."""
+    t = F.tl_dtype(dt)[3:]
+    return {"int1": "i1", "float16": "fp16", "float32": "fp32", "float64": "fp64"}.get(
+        t, t.replace("uint", "u").replace("int", "i"))
 
 
 # reductions rendered in kernels: (accumulator update, final block reduction) per primitive

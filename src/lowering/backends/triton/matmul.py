@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ....core import dtypes
 from ...fused_matmul import operand_views, split
 from . import formulas as F
 from .codegen import Kernel, NotFusible, elementwise, load, module, operands, value
@@ -26,7 +27,7 @@ from .codegen import Kernel, NotFusible, elementwise, load, module, operands, va
 # cost is per program (tl.dot needs every tile dim >= 16).
 GPU_TILES = {"BM": 128, "BN": 128, "BK": 32, "WIDE": 0}
 INTERPRETER_TILES = {"BM": 32, "BN": 32, "BK": 32, "WIDE": 1}
-_DOT_DTYPES = {np.dtype(np.float16), F.LOWP[1], np.dtype(np.float32), np.dtype(np.float64)}
+_DOT_DTYPES = {dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64}
 
 
 def _operand_strides(chain, base, rank, dims):
@@ -70,7 +71,7 @@ def render(program, name):
                      if nb else ["0"] + _operand_strides(chains[1], ib, 2, [rc[0], b_free]))
     acc_t = "tl.float64" if dt == np.float64 else "tl.float32"
 
-    bf16 = dt == F.LOWP[1]   # operands held as their bits
+    bf16 = dt == dtypes.bfloat16   # operands held as their bits
     prec = ', input_precision="ieee"' if dt == np.float32 else ""
     body = [
         "    pid = tl.program_id(0)",
