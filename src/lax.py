@@ -40,7 +40,8 @@ results have zero tangents). The implementations live in src/arrays/lax/, one co
   ``igamma``, ``igammac``, ``igamma_grad_a``, ``random_gamma_grad``, ``betainc``,
   ``bessel_i0e``, ``bessel_i1e``; these promote their operands as ``starling.numpy`` does.
 
-Also here: ``dot_general``, ``stop_gradient``, the control flow (``cond``, ``switch``,
+Also here: ``dot_general``, ``ragged_dot`` (grouped matrix products for mixture-of-experts
+layers: src/arrays/ops/ragged_dot.py), ``stop_gradient``, the control flow (``cond``, ``switch``,
 ``while_loop``, ``fori_loop``, ``scan``, ``map``: Starling's own), and the collectives (psum,
 pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, axis_size, pvary)
 which work inside shard_map and vmap(axis_name=), and ``with_sharding_constraint``.
@@ -80,6 +81,7 @@ from .arrays.lax.structural import (pad, broadcast_in_dim, broadcast, squeeze, e
                                     broadcasted_iota)  # noqa: F401,A004
 from .arrays.lax.windows import padtype_to_pads, reduce_window  # noqa: F401
 from .arrays.ops.linear import dot_general  # noqa: F401
+from .arrays.ops.ragged_dot import ragged_dot  # noqa: F401
 from .arrays.ops.autodiff import stop_gradient  # noqa: F401
 from .collectives.ops import (psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all,
                               ppermute, axis_index, axis_size, pvary, pbroadcast, all_reduce,

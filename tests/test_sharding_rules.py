@@ -113,6 +113,8 @@ NATURAL = {
     "reduce_max": (lambda x: snp.max(x, axis=0), [(X, S0)], [Partial("max")]),
     "argmax": (lambda x: snp.argmax(x, axis=1), [(X, S0)], [S0]),
     "dot_general": (snp.matmul, [(X, S0), (Y.T, R)], [S0]),
+    "ragged_dot": (lambda x, w: starling.lax.ragged_dot(x, w, np.array([3, 0, 4])),
+                   [(X, R), (RNG.standard_normal((3, 6, 4)), S2)], [S1]),
     "reshape": (lambda x: snp.reshape(x, (8, 2, 3)), [(X, S0)], [S0]),
     "broadcast_in_dim": (lambda x: snp.broadcast_to(x, (2, 8, 6)), [(X, S1)], [S2]),
     "transpose": (snp.transpose, [(X, S0)], [S1]),

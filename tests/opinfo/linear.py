@@ -1,5 +1,5 @@
 """OpInfos of src/arrays/ops/linear.py: matmul, dot, vdot, inner, outer, tensordot, einsum,
-vecdot, kron, cross.
+vecdot, kron, cross; and lax.ragged_dot (src/arrays/ops/ragged_dot.py).
 
 References are NumPy. Low-precision floats accumulate in float32 in Starling (documented), so
 their references run in float32 and round back once. Complex samples are finite: how complex
@@ -142,7 +142,30 @@ def _np_einsum(subs, *ops):
     return np.einsum(subs, *ops)
 
 
+def _np_ragged_dot(lhs, rhs, group_sizes):
+    """Row by row: row r of group i is lhs[r] @ rhs[i]; rows past the groups are zero."""
+    if lhs.dtype in LOW_SET:
+        return _np_ragged_dot(lhs.astype(F32), rhs.astype(F32), group_sizes).astype(lhs.dtype)
+    out = np.zeros(lhs.shape[:-1] + rhs.shape[-1:], np.result_type(lhs, rhs))
+    for idx in np.ndindex(*group_sizes.shape[:-1]):
+        group = np.repeat(np.arange(group_sizes.shape[-1]), group_sizes[idx])
+        for r, i in enumerate(group):
+            out[idx][r] = np.matmul(lhs[idx][r:r + 1], rhs[idx][i])[0]
+    return out
+
+
+def ragged_dot_samples(rng, dt):
+    """(m, k), (g, k, n) and sizes: empty groups, rows past the last group, one group, no rows,
+    k = 0, and a leading batch dim with different sizes per batch entry."""
+    cases = [((7, 3), (3, 3, 4), [2, 0, 4]), ((5, 2), (2, 2, 3), [2, 3]), ((4, 3), (1, 3, 2), [4]),
+             ((6, 2), (4, 2, 2), [0, 3, 0, 1]), ((0, 3), (2, 3, 2), [0, 0]),
+             ((3, 0), (2, 0, 2), [1, 2]), ((2, 5, 2), (2, 3, 2, 3), [[1, 2, 2], [0, 5, 0]])]
+    return [Sample((arr(rng, a, dt), arr(rng, b, dt), np.array(gs, np.int32)),
+                   name=f"[{a},{b},{gs}]") for a, b, gs in cases]
+
+
 register(
+    OpInfo("lax.ragged_dot", _np_ragged_dot, NO_BOOL, ragged_dot_samples, tols=TOLS),
     OpInfo("matmul", low32(np.matmul), DTYPES, _pairs(MATMUL_PAIRS), tols=TOLS, nin=2),
     OpInfo("dot", low32(np.dot), DTYPES, dot_samples, tols=TOLS, nin=2),
     OpInfo("vdot", low32(np.vdot), DTYPES, vdot_samples, tols=TOLS, nin=2),
