@@ -46,6 +46,7 @@ SPECS = {
 F16, BF16 = np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)
 E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 F4, F32, F64 = np.dtype(ml_dtypes.float4_e2m1fn), np.dtype(np.float32), np.dtype(np.float64)
+E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)   # scales: byte b is 2**(b - 127), 0xff NaN
 STORAGE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 
@@ -106,6 +107,8 @@ def _nan_bits(dt, value):
     # float16 / float32 / float64: the payload left-aligned in the target, as the source
     # passes it on: float16 and float64 keep theirs unquieted; bfloat16 widens to float32 by
     # appending zeros; float8 widens to the quiet NaN; float32 <-> float64 (hardware) quieten
+    if src == E8M0:
+        return _nan_bits(dt, ("nan", 0, 0, E4M3))   # the quiet float NaN, as from float8
     src_mant = SPECS[src].mant
     if src in (E4M3, E5M2):
         pay, src_mant = 1 << 22, 23
@@ -120,9 +123,26 @@ def _nan_bits(dt, value):
     return (sign << (s.bits - 1)) | (((1 << s.exp_bits) - 1) << s.mant) | pay
 
 
+def encode_e8m0(value):
+    """Bits of ``value`` converted to float8_e8m0fnu: the nearest power of two, a halfway value
+    ``1.5 * 2**k`` up; below ``2**-127``: ``2**-127``; zero, negatives, NaN, inf and values from
+    ``1.5 * 2**127``: NaN (0xff)."""
+    if value[0] != "num" or value[1] or value[2] == 0:
+        return 0xff
+    _, _, m, e = value
+    k = e + m.bit_length() - 1                     # 2**k <= value < 2**(k + 1)
+    if m.bit_length() >= 2 and m >= 3 << (m.bit_length() - 2):
+        k += 1                                     # at or past the halfway point 1.5 * 2**k
+    if k < -127:
+        return 0
+    return 0xff if k > 127 else k + 127
+
+
 def encoder(dt):
     """A function: value -> stored bits of the value converted to float dtype ``dt`` (rounded
     once, to nearest, ties to even; then the format's overflow rule)."""
+    if dt == E8M0:
+        return encode_e8m0
     s = SPECS[dt]
     mant, emin, bias, max_code = s.mant, s.emin, s.bias, s.max_code
     sign_bit = 8 if dt == F4 else s.sign_bit
@@ -209,6 +229,9 @@ def values(x):
     x = np.asarray(x)
     if x.dtype.kind in "iub":
         return [from_int(v) for v in x.ravel().tolist()]
+    if x.dtype == E8M0:
+        return [("nan", 0, 0, E8M0) if b == 0xff else ("num", 0, 1, b - 127)
+                for b in bits_of(x).ravel().tolist()]
     return _decode_array(x)
 
 

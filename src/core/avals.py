@@ -19,6 +19,7 @@ _SHORT = {
     "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64",
     "complex64": "c64", "complex128": "c128", "float8_e4m3fn": "f8e4m3fn",
     "float8_e5m2": "f8e5m2", "float4_e2m1fn": "f4e2m1fn",
+    "float8_e8m0fnu": "f8e8m0fnu",
 }
 
 

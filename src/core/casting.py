@@ -32,6 +32,11 @@ Rules (JAX / XLA ``convert_element_type`` semantics, written out):
   float8_e5m2 narrows NaN to ``0x7e`` with the sign; both widen a NaN to the quiet float NaN
   with the sign; float4_e2m1fn narrows NaN to a zero with the opposite sign bit and reads a
   byte above 7 as negative (the low 3 bits: the magnitude).
+* float8_e8m0fnu (scales: powers of two 2**-127..2**127, NaN; no sign, no zero), ml_dtypes'
+  rule: a positive value rounds to the nearest power of two, a halfway value ``1.5 * 2**e``
+  up (there is no even mantissa to break ties toward); values below ``2**-127`` give
+  ``2**-127``; zero, negatives, NaN, inf and values from ``1.5 * 2**127`` give NaN (0xff).
+  Widening is exact (0xff -> the quiet NaN).
 
 The two steps between float32 and a low-precision format (exact widening; one rounding when
 narrowing) are NumPy's float16 and ml_dtypes' casts, which compute exactly that, in one C loop
@@ -49,7 +54,9 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT8_E4M3FN = np.dtype(ml_dtypes.float8_e4m3fn)
 FLOAT8_E5M2 = np.dtype(ml_dtypes.float8_e5m2)
 FLOAT4_E2M1FN = np.dtype(ml_dtypes.float4_e2m1fn)
-LOW_PRECISION = frozenset((FLOAT16, BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E5M2, FLOAT4_E2M1FN))
+FLOAT8_E8M0FNU = np.dtype(ml_dtypes.float8_e8m0fnu)
+LOW_PRECISION = frozenset((FLOAT16, BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E5M2, FLOAT4_E2M1FN,
+                           FLOAT8_E8M0FNU))
 
 
 def _widen(x, to=_F32):

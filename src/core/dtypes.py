@@ -3,6 +3,14 @@
 Starling's dtypes are NumPy dtype objects; the low-precision floats (bfloat16, float8_e4m3fn,
 float8_e5m2, float4_e2m1fn) come from ml_dtypes.
 
+``float8_e8m0fnu`` (ml_dtypes; OCP Microscaling Formats spec v1.0, "E8M0") is a *scale* dtype:
+the powers of two ``2**-127 .. 2**127`` and NaN (byte 0xff), no sign, no zero. It holds the
+block scales of the MX formats (src/arrays/ops/block_scaled.py) and supports what scales need:
+conversion to and from the other dtypes (core/casting.py), bit casts and ops that move or
+select values (reshape, indexing, concatenate, where, choose; reductions such as max).
+Elementwise arithmetic and comparisons reject it with a TypeError (convert to float32 first),
+as PyTorch does; it is not in ``ALL_DTYPES`` and promotes with nothing.
+
 Promotion follows JAX's lattice (see the JAX design note "Design of Type Promotion Semantics").
 Python scalars are *weak*: they take the dtype of the array they meet, so ``x_f32 + 1.0`` is
 float32 and ``x_i8 + 3`` is int8. Joins on the lattice:
@@ -36,6 +44,7 @@ bfloat16 = np.dtype(ml_dtypes.bfloat16)
 float8_e4m3fn = np.dtype(ml_dtypes.float8_e4m3fn)
 float8_e5m2 = np.dtype(ml_dtypes.float8_e5m2)
 float4_e2m1fn = np.dtype(ml_dtypes.float4_e2m1fn)
+float8_e8m0fnu = np.dtype(ml_dtypes.float8_e8m0fnu)
 complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 # float0: the dtype of tangents/cotangents of integer and bool values (as in JAX).
 float0 = np.dtype([("float0", np.void, 0)])
@@ -50,8 +59,9 @@ LOW_PRECISION_FLOATS = (float8_e4m3fn, float8_e5m2, float4_e2m1fn)
 FLOATS = (bfloat16, float16, float32, float64) + LOW_PRECISION_FLOATS
 COMPLEXES = (complex64, complex128)
 ALL_DTYPES = (bool_,) + SIGNED_INTS + UNSIGNED_INTS + FLOATS + COMPLEXES
+SCALE_FLOATS = (float8_e8m0fnu,)
 
-_NAMES = {dt: dt.name for dt in ALL_DTYPES}
+_NAMES = {dt: dt.name for dt in ALL_DTYPES + SCALE_FLOATS}
 
 
 def canonicalize(dtype) -> np.dtype:
@@ -115,11 +125,12 @@ def is_inexact(dt) -> bool:
 
 
 def finfo(dtype):
-    """Machine limits of a floating dtype (ml_dtypes.finfo covers the low-precision floats)."""
+    """Machine limits of a floating dtype (ml_dtypes.finfo covers the low-precision floats and
+    float8_e8m0fnu)."""
     dt = canonicalize(dtype)
     if is_complex(dt):
         dt = real_dtype(dt)
-    if not is_floating(dt):
+    if not is_floating(dt) and dt not in SCALE_FLOATS:
         raise TypeError(f"finfo: {dt} is not a floating dtype")
     return ml_dtypes.finfo(dt)
 
@@ -158,7 +169,7 @@ _EDGES = {
     _WEAK_FLOAT: [bfloat16, float16, *LOW_PRECISION_FLOATS, _WEAK_COMPLEX],
     bfloat16: [float32], float16: [float32], float32: [float64, complex64], float64: [complex128],
     _WEAK_COMPLEX: [complex64], complex64: [complex128], complex128: [],
-    **{dt: [] for dt in LOW_PRECISION_FLOATS},
+    **{dt: [] for dt in LOW_PRECISION_FLOATS + SCALE_FLOATS},
 }
 
 
@@ -203,6 +214,9 @@ def _node(dt, weak):
 def _promote_pair(a, wa, b, wb):
     na, nb = _node(a, wa), _node(b, wb)
     j = _join(na, nb)
+    if j is None and (a in SCALE_FLOATS or b in SCALE_FLOATS):
+        raise TypeError(f"type promotion: {a} and {b}: float8_e8m0fnu holds scales and takes "
+                        f"part in no arithmetic; convert it first (.astype(float32))")
     if j is None:
         raise TypeError(f"type promotion: no implicit promotion between {a} and {b}; "
                         f"low-precision floats (float8/float4) mix only with themselves or "

@@ -11,8 +11,9 @@ or corrupted file is a ``SerializationError`` naming the file and the problem. O
 * Tensor names are the leaves' dotted paths: ``{"enc": {"w": x}}`` -> ``"enc.w"``, list items
   by index (``"layers.0.bias"``); an nn.Module is stored as its ``state_dict()`` (names like
   PyTorch's, so ``model.load_state_dict(starling.load(path))`` round-trips).
-* Every dtype round-trips bit-exactly, including bfloat16 (``BF16``) and float8
-  (``F8_E4M3`` = ``float8_e4m3fn``, ``F8_E5M2``), which ``safetensors.numpy`` cannot handle.
+* Every dtype round-trips bit-exactly, including bfloat16 (``BF16``), float8
+  (``F8_E4M3`` = ``float8_e4m3fn``, ``F8_E5M2``) and the MX scale dtype (``F8_E8M0`` =
+  ``float8_e8m0fnu``), which ``safetensors.numpy`` cannot handle.
 * ``__metadata__["starling.tree"]`` records the container structure as JSON (dicts, lists,
   tuples, NamedTuples importable by name, None, Python scalars), so ``load`` rebuilds it;
   files without it (written by other tools) load as a flat dict by tensor name.
@@ -41,13 +42,15 @@ __all__ = ["save", "load", "SerializationError"]
 _META_KEY = "starling.tree"
 _NAME_TO_CODE = {
     "float64": "F64", "float32": "F32", "float16": "F16", "bfloat16": "BF16",
-    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2", "int64": "I64", "int32": "I32",
+    "float8_e4m3fn": "F8_E4M3", "float8_e5m2": "F8_E5M2",
+    "float8_e8m0fnu": "F8_E8M0", "int64": "I64", "int32": "I32",
     "int16": "I16", "int8": "I8", "uint64": "U64", "uint32": "U32", "uint16": "U16",
     "uint8": "U8", "bool": "BOOL", "complex64": "C64",
 }
 _CODE_TO_DTYPE = {
     "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16,
     "BF16": dtypes.bfloat16, "F8_E4M3": dtypes.float8_e4m3fn, "F8_E5M2": dtypes.float8_e5m2,
+    "F8_E8M0": dtypes.float8_e8m0fnu,
     "I64": dtypes.int64, "I32": dtypes.int32, "I16": dtypes.int16, "I8": dtypes.int8,
     "U64": dtypes.uint64, "U32": dtypes.uint32, "U16": dtypes.uint16, "U8": dtypes.uint8,
     "BOOL": dtypes.bool_, "C64": dtypes.complex64,

@@ -18,7 +18,7 @@ from ...core import dtypes
 __all__ = [
     "bool_", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "float32", "float64", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-    "float4_e2m1fn", "complex64", "complex128",
+    "float4_e2m1fn", "float8_e8m0fnu", "complex64", "complex128",
     "half", "single", "double", "float_", "int_", "uint", "intp", "uintp", "csingle", "cdouble",
     "complex_",
     "dtype", "generic", "number", "integer", "signedinteger", "unsignedinteger", "inexact",
@@ -72,6 +72,7 @@ bfloat16 = _scalar_type(dtypes.bfloat16)
 float8_e4m3fn = _scalar_type(dtypes.float8_e4m3fn)
 float8_e5m2 = _scalar_type(dtypes.float8_e5m2)
 float4_e2m1fn = _scalar_type(dtypes.float4_e2m1fn)
+float8_e8m0fnu = _scalar_type(dtypes.float8_e8m0fnu)   # MX block scales (core/dtypes.py)
 complex64, complex128 = (_scalar_type(d) for d in dtypes.COMPLEXES)
 
 # NumPy's C-type aliases (fixed here to Starling's 64-bit index type); float_ / complex_ are the

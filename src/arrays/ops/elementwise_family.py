@@ -47,6 +47,8 @@ DOMAINS = {
     "bool": frozenset((dtypes.bool_,)),
     "inexact": frozenset(dtypes.FLOATS + dtypes.COMPLEXES),
     "real_inexact": frozenset(dtypes.FLOATS),
+    # ops that move or select values without computing on them (concatenate, where, choose)
+    "data": frozenset(dtypes.ALL_DTYPES + dtypes.SCALE_FLOATS),
 }
 _PROMOTE_TO_FLOAT = {"inexact", "real_inexact"}
 _DOMAIN_WORDS = {
@@ -56,6 +58,7 @@ _DOMAIN_WORDS = {
     "integer": "a boolean or integer dtype", "int_only": "an integer dtype",
     "bool": "the bool dtype", "inexact": "a floating or complex dtype (integers are promoted)",
     "real_inexact": "a real floating dtype (integers are promoted; not complex)",
+    "data": "any dtype",
 }
 
 
@@ -93,6 +96,9 @@ def _in_float32(fn):
 
 
 def _check_domain(op, dt, domain):
+    if dt in dtypes.SCALE_FLOATS and dt not in DOMAINS[domain]:
+        raise TypeError(f"{op}: {dt} holds scales (powers of two) and takes part in no "
+                        f"arithmetic or comparison; convert it first (.astype(float32))")
     if dt not in DOMAINS[domain]:
         raise TypeError(f"{op}: unsupported dtype {dt}; expected {_DOMAIN_WORDS[domain]}")
 

@@ -540,7 +540,7 @@ def select(condlist, choicelist, default=0):
         if not dtypes.is_bool(c.dtype):
             raise TypeError(f"select: condlist entry {i} must be a boolean array, got dtype "
                             f"{c.dtype}")
-    vals = promote_operands("select", [*choicelist, default])
+    vals = promote_operands("select", [*choicelist, default], "data")
     shapes = [tuple(c.shape) for c in conds] + [tuple(v.shape) for v in vals]
     broadcast_shapes("select", *shapes)
     result = vals[-1]
@@ -574,7 +574,7 @@ def choose(a, choices, mode="raise"):
     choices = list(choices)
     if not choices:
         raise ValueError("choose: choices must not be empty")
-    vals = promote_operands("choose", choices)
+    vals = promote_operands("choose", choices, "data")
     n = len(vals)
     if mode in (None, "raise"):
         val = _concrete(a)

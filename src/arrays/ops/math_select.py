@@ -260,7 +260,7 @@ def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
     c = operand(condition, "where")
     if c.dtype != _BOOL:
         c = not_equal(c, 0)
-    x, y = promote_operands("where", (x, y))
+    x, y = promote_operands("where", (x, y), "data")
     return where_p.bind(c, x, y)
 
 

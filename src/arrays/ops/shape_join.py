@@ -54,7 +54,7 @@ def _promoted(op, arrays, dtype):
     if not (type(first) is Array and all(
             type(a) is Array and a._buf.dtype == first._buf.dtype and a._weak == first._weak
             for a in arrays)):
-        arrays = promote_operands(op, arrays)
+        arrays = promote_operands(op, arrays, "data")
     if dtype is not None:
         dt = dtypes.canonicalize(dtype)
         arrays = [convert_element_type(a, dt, False) for a in arrays]
@@ -203,7 +203,7 @@ def column_stack(tup, /):
 
 def append(arr, values, axis=None):
     """``arr`` with ``values`` appended along ``axis`` (None: both flattened first)."""
-    arr, values = promote_operands("append", [arr, values])
+    arr, values = promote_operands("append", [arr, values], "data")
     if axis is None:
         return lax_concatenate([lax_reshape(arr, (arr.size,)), lax_reshape(values, (values.size,))],
                                0)

@@ -550,8 +550,8 @@ def _convert_lowp(x, src, dst):
     if src == LP.E5M2:
         x = f"st_qnan({x})"   # kernels keep float8_e5m2 NaN payloads; casts quieten them
     if is_lowp(dst):
-        if src.kind == "b":
-            return f"({x} ? 1.0f : 0.0f)"
+        if src.kind == "b":   # (rounded: float8_e8m0fnu has no zero)
+            return LP.rounded(dst, f"({x} ? 1.0f : 0.0f)")
         if src == _F64 and dst == LP.FLOAT16:
             return f"st_f16_of_d({x})"   # float16 keeps the payload of a float64 NaN
         if src == _F64 or (src.kind in "iu" and src.itemsize == 8):

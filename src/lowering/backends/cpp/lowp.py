@@ -1,8 +1,9 @@
 """Low-precision floats in the cpp backend's fused kernels.
 
-Formats (``FORMATS``): float16 (NumPy), bfloat16, float8_e4m3fn, float8_e5m2 and float4_e2m1fn
-(ml_dtypes). A kernel keeps their values in C++ ``float`` variables (every value of these formats
-is a float32) and
+Formats (``FORMATS``): float16 (NumPy), bfloat16, float8_e4m3fn, float8_e5m2, float4_e2m1fn
+and the scale format float8_e8m0fnu (ml_dtypes; only converted and moved, never computed on).
+A kernel keeps their values in C++ ``float`` variables (every value of these formats is a
+float32) and
 
 * loads: widens the stored bits, ``st_from_<tag>(bits) -> float``;
 * computes each primitive in float, as NumPy's float16 loops and ml_dtypes' ufuncs do, and
@@ -41,6 +42,9 @@ float8_e5m2     overflow and inf -> inf; NaN -> 0x7e with the sign; widening any
 float4_e2m1fn   no inf, no NaN: overflow and inf saturate to +-6; NaN -> zero with the
                 opposite sign bit; widening reads the low 3 bits as the magnitude and any
                 byte above 7 as negative
+float8_e8m0fnu  powers of two 2**-127..2**127: the nearest, halfway (1.5 * 2**e) up;
+                below 2**-127 -> 2**-127; zero, negatives, NaN, inf and from
+                1.5 * 2**127 -> NaN 0xff; widening exact (2**-127 is a float subnormal)
 ==============  ====================================================================
 
 A cast between two formats widens to float32 first. tests/test_cpp_lowp.py checks every
@@ -60,6 +64,7 @@ FORMATS = {
     np.dtype(ml_dtypes.float8_e4m3fn): ("f8e4m3fn", "uint8_t", True, False),
     np.dtype(ml_dtypes.float8_e5m2): ("f8e5m2", "uint8_t", True, True),
     np.dtype(ml_dtypes.float4_e2m1fn): ("f4e2m1fn", "uint8_t", False, False),
+    np.dtype(ml_dtypes.float8_e8m0fnu): ("f8e8m0fnu", "uint8_t", True, False),
 }
 FLOAT16 = np.dtype(np.float16)
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
@@ -284,5 +289,22 @@ ST_INLINE uint8_t st_to_f4e2m1fn(float x) {
 }
 ST_INLINE float st_from_f4e2m1fn(uint8_t b) {
   return st_signed(st_wide<1, 1>(b & 7u), b > 7u ? 0x80000000u : 0u);
+}
+
+// float8_e8m0fnu (scales, 2**(b - 127); 0xff is NaN): decided on the bits, so that the
+// float subnormal 2**-127 (0x00400000) is never flushed by arithmetic. Rounding adds half a
+// binade's mantissa (halfway cases up, as ml_dtypes); below 1.5 * 2**-127 the result is 2**-127.
+ST_INLINE float st_rnd_f8e8m0fnu(float x) {
+  const uint32_t u = st_fbits(x);
+  const uint32_t r = (u == 0u || u >= 0x7f400000u) ? 0x7fc00000u   // zero, negative, NaN, big
+                     : (u < 0x00600000u ? 0x00400000u : ((u + 0x00400000u) & 0x7f800000u));
+  return st_bitsf(r);
+}
+ST_INLINE uint8_t st_to_f8e8m0fnu(float x) {
+  const uint32_t r = st_fbits(st_rnd_f8e8m0fnu(x));
+  return (uint8_t)(r == 0x7fc00000u ? 0xffu : (r == 0x00400000u ? 0u : r >> 23));
+}
+ST_INLINE float st_from_f8e8m0fnu(uint8_t b) {
+  return st_bitsf(b == 0xffu ? 0x7fc00000u : (b == 0u ? 0x00400000u : (uint32_t)b << 23));
 }
 """
