@@ -41,7 +41,9 @@ results have zero tangents). The implementations live in src/arrays/lax/, one co
   ``bessel_i0e``, ``bessel_i1e``; these promote their operands as ``starling.numpy`` does.
 
 Also here: ``dot_general``, ``ragged_dot`` (grouped matrix products for mixture-of-experts
-layers: src/arrays/ops/ragged_dot.py), ``stop_gradient``, the control flow (``cond``, ``switch``,
+layers: src/arrays/ops/ragged_dot.py), ``scaled_matmul`` (float8 GEMM with per-tensor / per-row
+or MX block scales), ``quantize_mx`` / ``dequantize_mx`` (OCP MX formats:
+src/arrays/ops/block_scaled.py), ``stop_gradient``, the control flow (``cond``, ``switch``,
 ``while_loop``, ``fori_loop``, ``scan``, ``map``: Starling's own), and the collectives (psum,
 pmean, pmax, pmin, all_gather, psum_scatter, all_to_all, ppermute, axis_index, axis_size, pvary)
 which work inside shard_map and vmap(axis_name=), and ``with_sharding_constraint``.
@@ -82,6 +84,7 @@ from .arrays.lax.structural import (pad, broadcast_in_dim, broadcast, squeeze, e
 from .arrays.lax.windows import padtype_to_pads, reduce_window  # noqa: F401
 from .arrays.ops.linear import dot_general  # noqa: F401
 from .arrays.ops.ragged_dot import ragged_dot  # noqa: F401
+from .arrays.ops.block_scaled import dequantize_mx, quantize_mx, scaled_matmul  # noqa: F401
 from .arrays.ops.autodiff import stop_gradient  # noqa: F401
 from .collectives.ops import (psum, pmax, pmin, pmean, all_gather, psum_scatter, all_to_all,
                               ppermute, axis_index, axis_size, pvary, pbroadcast, all_reduce,
