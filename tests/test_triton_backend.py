@@ -268,17 +268,66 @@ def test_float_to_int_conversion_saturates():
 
 
 def test_what_triton_does_not_compute_runs_on_the_host():
-    # complex numbers are decomposed; float8 and integer powers are not rendered: right values
+    # complex numbers are decomposed; integer powers and float64 -> float8 casts (two roundings)
+    # are not rendered: right values
     z = (np.arange(6) + 1j).astype(np.complex64)
-    x8 = np.linspace(-2, 2, 6).astype(ml_dtypes.float8_e4m3fn)
+    x8 = np.linspace(-2, 2, 6).astype(np.float64)
     n = np.arange(6, dtype=np.int32)
 
     def f(z, x8, n):
-        return [snp.exp(z) * 2, x8 * x8, n ** n]
+        return [snp.exp(z) * 2, (x8 * x8).astype(ml_dtypes.float8_e4m3fn), n ** n]
     for g, w in zip(tree.leaves(tcompile(f)(z, x8, n)),
                     tree.leaves(f(snp.asarray(z), snp.asarray(x8), snp.asarray(n)))):
         np.testing.assert_allclose(np.asarray(g).astype(np.complex128),
                                    np.asarray(w).astype(np.complex128), rtol=1e-6)
+
+
+_BIT_FORMATS = [ml_dtypes.bfloat16, ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+                ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e8m0fnu]
+
+
+@pytest.mark.parametrize("dt", _BIT_FORMATS, ids=lambda d: np.dtype(d).name)
+def test_formats_held_as_bits_convert_by_the_rules(dt):
+    """Every stored pattern widens, and float32 values at every rounding boundary narrow, to
+    the bits the exact oracle (tests/exact_casts.py) gives, inside one Triton kernel each."""
+    from tests.exact_casts import bits_of, convert_bits
+    from tests.test_block_scaled import _hard_values
+    dt = np.dtype(dt)
+    n = {1: 256, 2: 65536}[dt.itemsize] if dt != ml_dtypes.float4_e2m1fn else 16
+    x = np.arange(n, dtype=f"uint{8 * dt.itemsize}").view(dt)
+    one = np.ones((), np.float32)
+    assert _exe(lambda a: a.astype(np.float32) * one, x).kernels
+    got = tcompile(lambda a: a.astype(np.float32) * one)(x)
+    np.testing.assert_array_equal(bits_of(got), convert_bits(x, np.float32))
+    grid = np.arange(256, dtype=np.uint8).view(ml_dtypes.float8_e4m3fn).astype(np.float32)
+    with np.errstate(all="ignore"):
+        h = np.concatenate([_hard_values(np.dtype(np.float32)),
+                            np.linspace(-700, 700, 4001, dtype=np.float32),
+                            np.nextafter(grid, np.float32(np.inf)), grid * np.float32(1.5)])
+    got = tcompile(lambda a: (a * one).astype(dt))(h)
+    np.testing.assert_array_equal(bits_of(got), convert_bits(h, dt))
+
+
+@pytest.mark.parametrize("dt", _BIT_FORMATS[1:4], ids=lambda d: np.dtype(d).name)
+def test_float8_and_float4_chains_and_reductions_in_kernels(dt):
+    """Each operation rounds to the format, as in eager mode; sums accumulate in float32."""
+    x = np.linspace(-3, 3, 64).astype(dt)
+    y = np.linspace(2, -1, 64).astype(dt)
+
+    def f(x, y):
+        return [snp.sin(x) * y + x, snp.maximum(x, y), snp.sum(x.reshape(8, 8), axis=1),
+                snp.max(y.reshape(8, 8), axis=0), (x > y).astype(dt), x.astype(np.float16)]
+    assert _exe(f, x, y).kernels
+    for g, w in zip(tcompile(f)(x, y), f(snp.asarray(x), snp.asarray(y))):
+        _close(g, w)
+
+
+def test_float8_kernels_compile_for_sm90a():
+    x = np.linspace(-3, 3, 64).astype(ml_dtypes.float8_e4m3fn)
+    exe = _exe(lambda a, s: (a.astype(np.float32) * s).astype(ml_dtypes.float8_e5m2)
+               .astype(ml_dtypes.float4_e2m1fn), x, np.float32(0.5))
+    for k in exe.kernels.values():
+        assert ".target sm_90a" in aot.compile_kernel(k, arch=90).asm["ptx"]
 
 
 def test_grad_of_a_program_runs_through_triton():
@@ -357,7 +406,7 @@ def test_no_contraction_into_fma_on_the_gpu():
 def _sweep_cases():
     from tests.test_compile_cpp import CASES
     ok = {"float32", "float64", "int32", "int64", "int8", "uint8", "bool", "float16",
-          "bfloat16"}
+          "bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn"}
     return [c for c in CASES if c[1].name in ok]
 
 

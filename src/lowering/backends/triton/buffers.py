@@ -18,6 +18,8 @@ _TORCH_NAMES = {
     np.dtype(np.uint16): "uint16", np.dtype(np.uint32): "uint32", np.dtype(np.uint64): "uint64",
     np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "uint16",   # kernels: bits
     np.dtype(np.float32): "float32", np.dtype(np.float64): "float64",
+    **{np.dtype(dt): "uint8" for dt in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+                                        ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e8m0fnu)},
 }
 
 
@@ -60,7 +62,7 @@ class NumpyBuffer:
     as a torch-like tensor by Triton's interpreter.
 
     Raises:
-        TypeError: a dtype Triton cannot address (complex, float8 / float4 here).
+        TypeError: a dtype Triton cannot address (complex).
     """
 
     __slots__ = ("array", "dtype")
@@ -69,8 +71,8 @@ class NumpyBuffer:
         array = np.asarray(array)
         dtype = _DTYPES.get(array.dtype)
         if dtype is None:
-            raise TypeError(f"NumpyBuffer: Triton kernels here take bool, integer, float16, "
-                            f"bfloat16, float32 or float64 arrays, got {array.dtype}")
+            raise TypeError(f"NumpyBuffer: Triton kernels here take bool, integer and real "
+                            f"floating arrays, got {array.dtype}")
         self.array = array
         self.dtype = dtype
 

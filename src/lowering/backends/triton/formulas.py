@@ -15,11 +15,15 @@ Every op honours its contract (core/scalar.py) on the GPU and under the interpre
 * float -> integer conversion saturates with NaN -> 0 (Starling's rule, core/casting.py);
 * literals are exact: NaN / inf and other special values through their bit patterns.
 
-Low-precision floats: float16 and bfloat16 are widened to float32 exactly; a conversion to them
-rounds to nearest-even once, from float32 only (float64 and wide integers would round twice: not
-rendered). bfloat16 values are held as their bits (uint16) and converted with integer operations,
-which the GPU and the interpreter (whose bfloat16 conversions flush subnormals) compute alike.
-float8 / float4 are not rendered yet.
+Low-precision floats: float16, bfloat16, float8_e4m3fn, float8_e5m2, float4_e2m1fn (and the
+scale format float8_e8m0fnu) are widened to float32 exactly; a conversion to them rounds once,
+by Starling's rules (core/casting.py), from float32 only (float64 and wide integers would round
+twice: not rendered). All but float16 are held as their bits (uint16 / uint8, ``BIT_FORMATS``)
+and converted by device functions with integer operations and one float addition that rounds
+at the format's last bit: the algorithms of the C++ kernels (cpp/lowp.py), which the GPU and
+the interpreter (whose bfloat16 conversions flush subnormals and which has no float8 of its
+own) compute alike. A NaN stored by a kernel is the format's canonical NaN (payloads of
+selected NaNs are not kept, unlike the C++ kernels).
 """
 from __future__ import annotations
 
@@ -37,10 +41,17 @@ TL_DTYPES = {
     np.dtype(np.uint32): "tl.uint32", np.dtype(np.uint64): "tl.uint64",
     np.dtype(np.float16): "tl.float16", np.dtype(ml_dtypes.bfloat16): "tl.uint16",   # its bits
     np.dtype(np.float32): "tl.float32", np.dtype(np.float64): "tl.float64",
+    **{np.dtype(dt): "tl.uint8" for dt in (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2,
+                                           ml_dtypes.float4_e2m1fn, ml_dtypes.float8_e8m0fnu)},
 }
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _BF16 = np.dtype(ml_dtypes.bfloat16)
-_LOWP = (np.dtype(np.float16), _BF16)
+# formats held as their bits: dtype -> the tag of their st_from_<tag> / st_to_<tag> helpers
+BIT_FORMATS = {_BF16: "bf16", np.dtype(ml_dtypes.float8_e4m3fn): "f8e4m3fn",
+               np.dtype(ml_dtypes.float8_e5m2): "f8e5m2",
+               np.dtype(ml_dtypes.float4_e2m1fn): "f4e2m1fn",
+               np.dtype(ml_dtypes.float8_e8m0fnu): "f8e8m0fnu"}
+_LOWP = (np.dtype(np.float16),) + tuple(BIT_FORMATS)
 _BITS = {_F32: ("tl.uint32", "tl.int32", np.uint32), _F64: ("tl.uint64", "tl.int64", np.uint64),
          np.dtype(np.float16): ("tl.uint16", "tl.int16", np.uint16),
          np.dtype(ml_dtypes.bfloat16): ("tl.uint16", "tl.int16", np.uint16)}
@@ -55,8 +66,8 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "eq": "==", "ne": "!=", "lt": "<",
 
 
 def supported_dtype(dt) -> bool:
-    """True for the dtypes Triton kernels load and store here (bool, integers, float16,
-    bfloat16, float32, float64)."""
+    """True for the dtypes Triton kernels load and store here (bool, integers, the floats but
+    complex)."""
     return np.dtype(dt) in TL_DTYPES
 
 
@@ -76,8 +87,8 @@ def literal(value, dt, block=True) -> str:
         return literal(value, dt).replace("tl.full([BLOCK],", "tl.full([],")
     if dt.kind == "f" or dt in _LOWP:
         v = np.asarray(value, dt)
-        if dt == _BF16:   # held as its bits
-            return f"tl.full([BLOCK], {int(v.view(np.uint16))}, tl.uint16)"
+        if dt in BIT_FORMATS:   # held as its bits
+            return f"tl.full([BLOCK], {int(v.view(f'uint{8 * dt.itemsize}'))}, {tl_dtype(dt)})"
         if dt in _LOWP or not math.isfinite(float(v)):
             u, _, ut = _BITS[dt]
             return f"tl.full([BLOCK], {int(v.view(ut))}, {u}).to({tl_dtype(dt)}, bitcast=True)"
@@ -184,16 +195,16 @@ def _div(a, b, dt):
 def _cast(x, src, dst, exact):
     src, dst = np.dtype(src), np.dtype(dst)
     t = tl_dtype(dst)
-    if src == _BF16:   # held as its bits: widened exactly to float32 first
-        x = f"st_from_bf16({x})"
+    if src in BIT_FORMATS:   # held as its bits: widened exactly to float32 first
+        x = f"st_from_{BIT_FORMATS[src]}({x})"
         return x if dst == _F32 else _cast(x, _F32, dst, exact)
     if dst in _LOWP and src != _F32 and src.kind != "b" and src not in _LOWP and \
             not (src.kind in "iu" and src.itemsize <= 2):
         raise Unsupported(f"cast {src} -> {dst} (would round twice)")
-    if dst == _BF16:
+    if dst in BIT_FORMATS:
         if src != _F32:
             x = _cast(x, src, _F32, exact)   # exact: bool, short integers, float16
-        return _to_bf16(x)
+        return f"st_to_{BIT_FORMATS[dst]}({x})"
     if dst.kind == "b":
         return f"({x} != 0)"
     if src.kind == "b":
@@ -204,13 +215,40 @@ def _cast(x, src, dst, exact):
     return f"{x}.to({t})"
 
 
-def _to_bf16(x):
-    return f"st_to_bf16({x})"
+# Device functions of every generated module: conversions of the formats held as bits, on the
+# bits (cpp/lowp.py's algorithms and rules). st_grid_<f>: |x| (float bits a: finite, below the
+# overflow threshold) rounded to nearest-even onto the format's grid by adding and subtracting
+# the power of two 23 - M binades above a's binade (or the smallest normal's); st_pack_<f>: the
+# magnitude code of a value on the grid; st_wide_<f>: the float of a magnitude code.
+_GRID = """
+
+def st_grid_{tag}(a):
+    e = a & 0x7f800000
+    c = (tl.where(e > {lo}, e, {lo}) + {shift}).to(tl.float32, bitcast=True)
+    return (a.to(tl.float32, bitcast=True) + c) - c
 
 
-# Device functions of every generated module (codegen.module): bfloat16 conversions on the bits
-# (cpp/lowp.py's st_rnd_bf16: nearest-even; NaN -> the quiet NaN of its sign), which the GPU and
-# the interpreter (whose bfloat16 conversions flush subnormals) compute alike.
+def st_pack_{tag}(a):
+    sub = (tl.where(a < {tiny}, a, 0).to(tl.float32, bitcast=True) * {scale}).to(tl.uint32)
+    return tl.where(a >= {tiny}, (a >> {sh}) - {rebias}, sub)
+
+
+def st_wide_{tag}(c):
+    o = c << {sh}
+    nrm = (o + {normal}).to(tl.float32, bitcast=True)
+    sub = (o + {tiny}).to(tl.float32, bitcast=True) - {tinyf}
+    return tl.where(c < {one}, sub, nrm)
+"""
+
+
+def _grid_helpers(tag, mant, bias):
+    emin = 1 - bias
+    return _GRID.format(tag=tag, lo=(emin + 127) << 23, shift=(23 - mant) << 23,
+                        tiny=(128 - bias) << 23, scale=repr(2.0 ** (bias - 1 + mant)),
+                        sh=23 - mant, rebias=(127 - bias) << mant, normal=(127 - bias) << 23,
+                        tinyf=repr(2.0 ** (1 - bias)), one=1 << mant)
+
+
 HELPERS = """
 def st_from_bf16(h):
     return (h.to(tl.uint32) << 16).to(tl.float32, bitcast=True)
@@ -220,8 +258,67 @@ def st_to_bf16(x):
     u = x.to(tl.uint32, bitcast=True)
     r = (u + 0x7fff + ((u >> 16) & 1)) >> 16
     return tl.where(x != x, ((u >> 16) & 0x8000) | 0x7fc0, r).to(tl.uint16)
-"""
-HELPER_NAMES = ("st_from_bf16", "st_to_bf16")
+
+
+def st_to_f8e4m3fn(x):
+    u = x.to(tl.uint32, bitcast=True)
+    a = u & 0x7fffffff
+    g = st_grid_f8e4m3fn(a).to(tl.uint32, bitcast=True)
+    c = tl.where(a > 0x43e80000, 0x7f, st_pack_f8e4m3fn(g))   # past 464: NaN
+    return (((u >> 24) & 0x80) | c).to(tl.uint8)
+
+
+def st_from_f8e4m3fn(b):
+    c = b.to(tl.uint32) & 0x7f
+    f = tl.where(c == 0x7f, 0x7fc00000, st_wide_f8e4m3fn(c).to(tl.uint32, bitcast=True))
+    return (f | ((b.to(tl.uint32) & 0x80) << 24)).to(tl.float32, bitcast=True)
+
+
+def st_to_f8e5m2(x):
+    u = x.to(tl.uint32, bitcast=True)
+    a = u & 0x7fffffff
+    g = st_grid_f8e5m2(a).to(tl.uint32, bitcast=True)
+    c = tl.where(a > 0x7f800000, 0x7e, tl.where(a >= 0x47700000, 0x7c, st_pack_f8e5m2(g)))
+    return (((u >> 24) & 0x80) | c).to(tl.uint8)
+
+
+def st_from_f8e5m2(b):
+    c = b.to(tl.uint32) & 0x7f
+    f = tl.where(c > 0x7c, 0x7fc00000,
+                 tl.where(c == 0x7c, 0x7f800000, st_wide_f8e5m2(c).to(tl.uint32, bitcast=True)))
+    return (f | ((b.to(tl.uint32) & 0x80) << 24)).to(tl.float32, bitcast=True)
+
+
+def st_to_f4e2m1fn(x):
+    u = x.to(tl.uint32, bitcast=True)
+    a = u & 0x7fffffff
+    g = tl.where(a >= 0x40c00000, 0x40c00000, st_grid_f4e2m1fn(a).to(tl.uint32, bitcast=True))
+    nan = a > 0x7f800000   # NaN: a zero with the opposite sign bit
+    s = tl.where(nan, ~u, u) & 0x80000000
+    return (((s >> 28) & 8) | st_pack_f4e2m1fn(tl.where(nan, 0, g))).to(tl.uint8)
+
+
+def st_from_f4e2m1fn(b):
+    v = b.to(tl.uint32)
+    f = st_wide_f4e2m1fn(v & 7).to(tl.uint32, bitcast=True)
+    return (f | tl.where(v > 7, 0x80000000, 0)).to(tl.float32, bitcast=True)
+
+
+def st_to_f8e8m0fnu(x):
+    u = x.to(tl.uint32, bitcast=True)
+    r = tl.where(u < 0x00600000, 0, ((u + 0x00400000) >> 23) & 0xff)
+    return tl.where((u == 0) | (u >= 0x7f400000), 0xff, r).to(tl.uint8)
+
+
+def st_from_f8e8m0fnu(b):
+    v = b.to(tl.uint32)
+    f = tl.where(v == 0xff, 0x7fc00000, tl.where(v == 0, 0x00400000, v << 23))
+    return f.to(tl.float32, bitcast=True)
+""" + _grid_helpers("f8e4m3fn", 3, 7) + _grid_helpers("f8e5m2", 2, 15) + \
+    _grid_helpers("f4e2m1fn", 1, 1)
+HELPER_NAMES = tuple(f"st_{d}_{t}" for t in BIT_FORMATS.values() for d in ("from", "to")) + \
+    tuple(f"st_{d}_{t}" for t in ("f8e4m3fn", "f8e5m2", "f4e2m1fn")
+          for d in ("grid", "pack", "wide"))
 
 
 def _float_to_int(x, src, dst):
