@@ -451,3 +451,20 @@ def test_members_that_disagree_get_a_clear_error_not_a_wrong_result(tmp_path):
         print(f"rank {r} OK")
     """)
     assert_ranks_ok(proc, 2)
+
+
+def test_poll_until_tests_without_pause_then_backs_off():
+    """The wait of a collective under a timeout: True as soon as the test passes (here on its
+    200th call: a back-off from the first call would sleep for most of a second before it),
+    False once the timeout has passed."""
+    from starling.distributed.failures import poll_until
+    calls = []
+
+    def test():
+        calls.append(time.monotonic())
+        return len(calls) >= 200
+    assert poll_until(test, timeout=30.0)
+    assert len(calls) == 200
+    began = time.monotonic()
+    assert not poll_until(lambda: False, timeout=0.05)
+    assert time.monotonic() - began >= 0.05

@@ -118,6 +118,8 @@ def detect_failures(op, comm):
         raise
 
 
+_SPIN = 1e-3        # seconds of continuous Test calls before a timed wait starts to sleep
+_MAX_SLEEP = 5e-3   # the longest sleep between two Test calls (bounds the delay to notice)
 _ABANDONED: list = []   # requests given up on by a timeout: kept (with their buffers) until done
 
 
@@ -133,6 +135,25 @@ def _reap():
         except Exception:   # it failed after all: nothing more to wait for
             pass
     _ABANDONED[:] = keep
+
+
+def poll_until(test, timeout, poll=1e-4) -> bool:
+    """Calls ``test()`` until it returns True (then True) or ``timeout`` seconds pass (False).
+
+    MPI progresses a nonblocking operation only inside MPI calls, so ``test`` runs without pause
+    for the first millisecond (most operations end there); after that the caller sleeps a
+    sixteenth of the time waited so far between tests (at least ``poll``, at most 5 ms): a late
+    peer costs little CPU and a long transfer at most about 6% more time. (Doubling sleeps from
+    the start made a 4 MiB all_reduce under a timeout five times slower.)
+    """
+    began = time.monotonic()
+    while not test():
+        waited = time.monotonic() - began
+        if waited > timeout:
+            return False
+        if waited > _SPIN:
+            time.sleep(min(max(poll, waited / 16), _MAX_SLEEP))
+    return True
 
 
 def guarded(op, comm, timeout, start, shapes=(), dtype=None, poll=1e-4, blocking=None,
@@ -173,13 +194,8 @@ def complete(rec, comm, timeout, start, poll=1e-4, blocking=None):
             (start() if callable(start) else start).Wait()
         else:
             req = start() if callable(start) else start
-            deadline = time.monotonic() + timeout
-            delay = poll
-            while not req.Test():
-                if time.monotonic() > deadline:
-                    raise timed_out(rec, comm, timeout, req)
-                time.sleep(delay)
-                delay = min(delay * 2, 5e-3)
+            if not poll_until(req.Test, timeout, poll):
+                raise timed_out(rec, comm, timeout, req)
     except MPI.Exception as e:
         raise mpi_error(rec, comm, e) from None
     fr.end(rec, "completed")

@@ -16,7 +16,6 @@ third-party runtimes register through the ``starling.distributed.backends`` entr
 """
 from __future__ import annotations
 
-import time
 import weakref
 
 import numpy as np
@@ -25,10 +24,12 @@ from ..arrays.array import wrap
 from ..arrays.convert import operand
 from ..collectives.runtime.context import set_collective_timeout
 from ..core import dtypes
+from ..lowering.runtime.native import empty as pooled_empty
 from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
 from . import arrival, flight_recorder, runtime
 from .agreement import agreed, recv_checked, send_with_header
-from .failures import complete, detect_failures, guarded, mpi_error, timed_out
+from .failures import (complete, detect_failures, guarded, mpi_error, poll_until,
+                       timed_out)
 from .hooks import run_post, run_pre
 from .mpi_types import mpi_op, mpi_view
 
@@ -212,17 +213,11 @@ class Work:
     def wait(self, timeout=None):
         if timeout is None:
             self._finish(True)
-        else:
-            deadline = time.monotonic() + timeout
-            delay = 1e-4
-            while not self._finish(False):
-                if time.monotonic() > deadline:
-                    if self._expire is not None:
-                        raise self._expire(timeout)
-                    from ..collectives.runtime.context import CollectiveTimeout
-                    raise CollectiveTimeout(f"Work.wait: not complete after {timeout} s")
-                time.sleep(delay)
-                delay = min(delay * 2, 5e-3)
+        elif not poll_until(lambda: self._finish(False), timeout):
+            if self._expire is not None:
+                raise self._expire(timeout)
+            from ..collectives.runtime.context import CollectiveTimeout
+            raise CollectiveTimeout(f"Work.wait: not complete after {timeout} s")
         if self._error is not None:
             raise self._error
         return self._result
@@ -311,7 +306,7 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
     weak, b = _buf(x, "all_reduce", g, timeout, async_op)
     acc = accumulation_dtype(b.dtype, op)
     send = b.astype(acc) if acc != b.dtype else b
-    out = np.empty_like(send)
+    out = pooled_empty(send.shape, send.dtype)
     return _call("all_reduce", g, b, timeout, async_op,
                  lambda: g.comm.Iallreduce(mpi_view(send), mpi_view(out),
                                            op=mpi_op("sum" if op == "avg" else op, acc)),
@@ -325,7 +320,7 @@ def all_gather(x, group=None, async_op=False, timeout=None):
     """Every member's ``x`` (same shape everywhere), as a list of Arrays in group rank order."""
     g = _group(group)
     weak, b = _buf(x, "all_gather", g, timeout, async_op)
-    out = np.empty((g.size(),) + b.shape, b.dtype)
+    out = pooled_empty((g.size(),) + b.shape, b.dtype)
     return _call("all_gather", g, b, timeout, async_op,
                  lambda: g.comm.Iallgather(mpi_view(b), mpi_view(out)),
                  lambda: [wrap(out[i], weak) for i in range(g.size())],
@@ -349,7 +344,7 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
                          f"group size {n}")
     acc = accumulation_dtype(b.dtype, op)
     send = b.astype(acc) if acc != b.dtype else b
-    out = np.empty((b.shape[0] // n,) + b.shape[1:], acc)
+    out = pooled_empty((b.shape[0] // n,) + b.shape[1:], acc)
     return _call("reduce_scatter", g, b, timeout, async_op,
                  lambda: g.comm.Ireduce_scatter_block(
                      mpi_view(send), mpi_view(out),
@@ -370,7 +365,7 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"all_to_all: dim 0 of shape {b.shape} must be divisible by the group "
                          f"size {n}")
-    out = np.empty_like(b)
+    out = pooled_empty(b.shape, b.dtype)
     return _call("all_to_all", g, b, timeout, async_op,
                  lambda: g.comm.Ialltoall(mpi_view(b), mpi_view(out)),
                  lambda: wrap(out, weak),

@@ -30,7 +30,7 @@ import numpy as np
 
 from ...core import dtypes
 from ...core.placements import chunk_bounds
-from ...lowering.backends.cpp.runtime import empty as pooled_empty
+from ...lowering.runtime.native import empty as pooled_empty
 from . import flight_recorder
 from .context import (CollectiveError, CollectiveMismatch, CollectiveTimeout, SpmdContext,
                       collective_timeout, reset_spmd, set_spmd)

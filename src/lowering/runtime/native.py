@@ -24,6 +24,8 @@ from __future__ import annotations
 import ctypes
 import functools
 
+import numpy as np
+
 from ... import _native
 
 PRELUDE = r"""
@@ -131,3 +133,14 @@ def init_library(lib) -> None:
     init.restype = None
     init.argtypes = [ctypes.c_void_p] * 4
     init(s["st_parallel_for"], s["st_scratch"], s["st_sgemm"], s["st_dgemm"])
+
+
+def empty(shape, dtype) -> np.ndarray:
+    """An uninitialised C-contiguous array of ``shape`` / ``dtype``: ``starling._native.empty``,
+    whose blocks of 1 MiB and more are recycled (native/buffers.h), so a result allocated anew
+    on every call of a loop reuses warm pages (``np.empty`` maps such blocks afresh and faults
+    them in page by page). Object dtypes come from ``np.empty``."""
+    dt = np.dtype(dtype)
+    if dt.hasobject:
+        return np.empty(shape, dt)
+    return _native.empty([int(d) for d in shape], dt)

@@ -44,6 +44,7 @@ import numpy as np
 
 from .... import _native
 from ... import cache
+from ...runtime.native import empty
 
 logger = logging.getLogger("starling.lowering")
 
@@ -458,17 +459,6 @@ def launcher():
         logger.info("starling.lowering: native kernel launcher unavailable (%s); using ctypes",
                     str(e).splitlines()[0] if str(e) else type(e).__name__)
         return None
-
-
-def empty(shape, dtype) -> np.ndarray:
-    """An uninitialised C-contiguous array of ``shape`` / ``dtype``: ``starling._native.empty``,
-    whose blocks of 1 MiB and more are recycled (native/buffers.h), so a result allocated anew
-    on every call of a loop reuses warm pages (``np.empty`` maps such blocks afresh and faults
-    them in page by page). Object dtypes come from ``np.empty``."""
-    dt = np.dtype(dtype)
-    if dt.hasobject:
-        return np.empty(shape, dt)
-    return _native.empty([int(d) for d in shape], dt)
 
 
 class CtypesKernel:
