@@ -330,6 +330,50 @@ def test_float8_kernels_compile_for_sm90a():
         assert ".target sm_90a" in aot.compile_kernel(k, arch=90).asm["ptx"]
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64, ml_dtypes.bfloat16],
+                         ids=lambda d: np.dtype(d).name)
+def test_grouped_products_and_their_weight_gradients_are_kernels(dt):
+    """ragged_dot's two modes as Triton kernels reading the group sizes at run time: empty
+    groups, a group across tile borders, rows past the last group, sizes clamped as the
+    primitive says (negative -> 0, cut at m), a vmapped batch dim, k = 0 and m = 0."""
+    from starling import lax
+    rng = np.random.default_rng(0)
+
+    def case(m, k, n, sizes, batch=()):
+        x = rng.standard_normal(batch + (m, k)).astype(dt)
+        w = rng.standard_normal(batch + (len(sizes[0] if batch else sizes), k, n)).astype(dt)
+        c = rng.standard_normal(batch + (m, n)).astype(dt)
+        return x, w, c, np.array(sizes, np.int32)
+
+    def f(x, w, c, s):
+        y = lax.ragged_dot(x, w, s)
+        return [y, st.grad(lambda w: snp.sum(lax.ragged_dot(x, w, s) * c))(w)]
+    for x, w, c, s in [case(70, 40, 50, [20, 0, 45]), case(33, 5, 3, [-4, 40, 2]),
+                       case(6, 0, 4, [2, 3]), case(0, 3, 4, [0, 0]),
+                       case(40, 8, 17, [[10, 30], [0, 33]], batch=(2,))]:
+        exe = _exe(f, x, w, c, s)
+        assert sum(k.name.startswith("st_grouped") for k in exe.kernels.values()) >= 2 or \
+            0 in x.shape
+        got = tcompile(f)(x, w, c, s)
+        want = st.compile(f, backend="numpy_ref")(x, w, c, s)   # traced sizes: clamped
+        for g, h in zip(got, want):
+            g, h = np.asarray(g).astype(np.float64), np.asarray(h).astype(np.float64)
+            tol = 1e-12 if np.dtype(dt) == np.float64 else (1e-5 if np.dtype(dt) == np.float32
+                                                             else 2e-2)
+            scale = max(1.0, float(np.abs(h).max())) if h.size else 1.0
+            np.testing.assert_allclose(g, h, rtol=tol, atol=tol * scale)
+
+
+def test_grouped_kernels_compile_for_sm90a():
+    from starling import lax
+    x = np.ones((256, 64), ml_dtypes.bfloat16)
+    w = np.ones((4, 64, 128), ml_dtypes.bfloat16)
+    exe = _exe(lambda x, w, s: lax.ragged_dot(x, w, s), x, w, np.array([64, 0, 100, 92]))
+    (k,) = exe.kernels.values()
+    ptx = aot.compile_kernel(k, arch=90).asm["ptx"]
+    assert ".target sm_90a" in ptx and "wgmma.mma_async" in ptx
+
+
 def test_grad_of_a_program_runs_through_triton():
     def loss(w, x):
         return snp.sum(snp.tanh(x * w) ** 2 + snp.logaddexp(x, w))

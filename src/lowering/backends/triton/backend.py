@@ -15,7 +15,8 @@ elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
 (``codegen.INTERPRETER_BLOCK``).
 
 Kernels compute elementwise groups and their reductions (sum / max / min / and / or over one
-set of axes), and (batched) matrix products with their elementwise epilogues (matmul.py). Not
+set of axes), (batched) matrix products with their elementwise epilogues (matmul.py) and
+grouped products (``ragged_dot``, grouped.py). Not
 yet here (issue: GPU backends): argmax / argmin and products of reductions in kernels, products
 with several batch dims, device buffers (and so GPU launches from ``compile``: autotune.py
 tunes launches where the caller has device tensors).
@@ -39,7 +40,8 @@ from ...passes.fusion import ELEMENTWISE, REDUCE, FusionPolicy, fusion
 from ...passes.util import map_subprograms, with_eqns
 from ...pipeline import run_pipeline
 from .. import register_backend
-from . import codegen, formulas as F, matmul
+from . import codegen, formulas as F, grouped, matmul
+from .codegen import NotFusible
 from .buffers import NumpyBuffer
 
 class TritonPolicy(FusionPolicy):
@@ -155,6 +157,16 @@ def _with_kernels(prog, kernels):
     ``triton_kernel`` equation; the Kernels are appended to ``kernels``."""
     eqns = []
     for eqn in prog.eqns:
+        if eqn.primitive.name == "ragged_dot":
+            try:
+                kernel, sub = grouped.render(eqn, f"st_grouped_{len(kernels)}")
+            except NotFusible:
+                eqns.append(eqn)   # the host runs it
+                continue
+            kernels.append(kernel)
+            eqns.append(Equation(triton_kernel_p, eqn.invars, eqn.outvars,
+                                 {"kernel": kernel, "program": sub, "name": kernel.name}))
+            continue
         render = {fused_kernel_p: codegen.render, fused_matmul_p: matmul.render}.get(
             eqn.primitive)
         if render is None:

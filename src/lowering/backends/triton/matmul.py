@@ -41,6 +41,21 @@ def _operand_strides(chain, base, rank, dims):
     return [f"s{base}_{perm[d]}" for d in dims]   # view dim d is base dim perm[d]
 
 
+def dot_step(dt, ind):
+    """Lines (indented by ``ind``) adding ``a @ b`` (tiles of dtype ``dt`` just loaded) to
+    ``acc``: float32 products in IEEE precision (no TF32); bfloat16 products on the tensor
+    cores, except in the interpreter (``WIDE``), whose bfloat16 arithmetic flushes subnormals:
+    there the operands are widened exactly and multiplied in float32 (bfloat16 products are
+    exact in float32: the same sums)."""
+    if dt != dtypes.bfloat16:
+        prec = ', input_precision="ieee"' if dt == np.float32 else ""
+        return [f"{ind}acc = tl.dot(a, b, acc{prec})"]
+    return [f"{ind}if WIDE:", f"{ind}    a = st_from_bf16(a)", f"{ind}    b = st_from_bf16(b)",
+            f"{ind}else:", f"{ind}    a = a.to(tl.bfloat16, bitcast=True)",
+            f"{ind}    b = b.to(tl.bfloat16, bitcast=True)", f"{ind}    acc = tl.dot(a, b, acc)",
+            f"{ind}if WIDE:", f'{ind}    acc = tl.dot(a, b, acc, input_precision="ieee")']
+
+
 def render(program, name):
     """The Kernel of a ``fused_matmul`` sub-Program, or raise NotFusible."""
     dot, epi, emit = split(program)
@@ -71,8 +86,6 @@ def render(program, name):
                      if nb else ["0"] + _operand_strides(chains[1], ib, 2, [rc[0], b_free]))
     acc_t = "tl.float64" if dt == np.float64 else "tl.float32"
 
-    bf16 = dt == dtypes.bfloat16   # operands held as their bits
-    prec = ', input_precision="ieee"' if dt == np.float32 else ""
     body = [
         "    pid = tl.program_id(0)",
         f"    tiles = (({m} + BM - 1) // BM) * (({n} + BN - 1) // BN)",
@@ -89,20 +102,7 @@ def render(program, name):
         f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0)",
         f"        b = tl.load(in{ib} + pb * {sbb} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
         f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0)",
-    ] + ([
-        # bfloat16 products on the tensor cores; the interpreter's bfloat16 arithmetic flushes
-        # subnormals, so there (WIDE) the operands are widened exactly and multiplied in float32
-        # (bfloat16 products are exact in float32: the same sums)
-        "        if WIDE:",
-        "            a = st_from_bf16(a)",
-        "            b = st_from_bf16(b)",
-        "        else:",
-        "            a = a.to(tl.bfloat16, bitcast=True)",
-        "            b = b.to(tl.bfloat16, bitcast=True)",
-        '            acc = tl.dot(a, b, acc)',
-        "        if WIDE:",
-        '            acc = tl.dot(a, b, acc, input_precision="ieee")',
-    ] if bf16 else [f"        acc = tl.dot(a, b, acc{prec})"]) + [
+    ] + dot_step(dt, "        ") + [
         "    offs = tl.arange(0, BLOCK)",
     ] + (["    i0 = pb + offs * 0"] if nb else []) + [
         f"    i{nb} = pm * BM + offs // BN",
