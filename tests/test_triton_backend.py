@@ -374,6 +374,39 @@ def test_grouped_kernels_compile_for_sm90a():
     assert ".target sm_90a" in ptx and "wgmma.mma_async" in ptx
 
 
+@pytest.mark.parametrize("da, db", [(ml_dtypes.float8_e4m3fn,) * 2, (ml_dtypes.float8_e5m2,) * 2,
+                                    (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e5m2),
+                                    (ml_dtypes.bfloat16,) * 2])
+def test_scaled_matmul_is_one_kernel_reading_narrow_operands(da, db):
+    """The operands' widening casts join the product's kernel (the buffers are loaded narrow),
+    with the scales, bias and output cast as its epilogue; two float8 operands of one format
+    multiply on the tensor cores (float8 wgmma in the sm_90a PTX)."""
+    from starling import lax
+    rng = np.random.default_rng(1)
+    a = (rng.standard_normal((64, 96)) * 3).astype(da)
+    b = (rng.standard_normal((96, 48)) * 3).astype(db)
+    sa = rng.uniform(0.5, 2, (64, 1)).astype(np.float32)
+    bias = rng.standard_normal(48).astype(np.float32)
+    if np.dtype(da) == np.dtype(ml_dtypes.bfloat16):
+        def f(a, b, sa, bias):
+            return (a.astype(np.float32) @ b.astype(np.float32)) * sa + bias
+    else:
+        def f(a, b, sa, bias):
+            return lax.scaled_matmul(a, b, sa, np.float32(0.25), ml_dtypes.bfloat16, bias=bias)
+    exe = _exe(f, a, b, sa, bias)
+    (k,) = exe.kernels.values()
+    got = np.asarray(tcompile(f)(a, b, sa, bias))
+    want = np.asarray(f(*[snp.asarray(x) for x in (a, b, sa, bias)]))
+    assert got.dtype == want.dtype   # the same sums in another order: float32 / bfloat16 ulps
+    tol = 1e-5 if want.dtype == np.float32 else 1e-2
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol,
+                               atol=tol * np.abs(want.astype(np.float64)).max())
+    ptx = aot.compile_kernel(k, arch=90).asm["ptx"]
+    fmt = {np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
+    if np.dtype(da) == np.dtype(db) and np.dtype(da) in fmt:
+        assert f".f32.{fmt[np.dtype(da)]}.{fmt[np.dtype(da)]}" in ptx
+
+
 def test_grad_of_a_program_runs_through_triton():
     def loss(w, x):
         return snp.sum(snp.tanh(x * w) ** 2 + snp.logaddexp(x, w))

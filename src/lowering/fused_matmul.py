@@ -6,7 +6,9 @@ that feeds no group into a ``fused_matmul`` without epilogue. Param ``program`` 
 computation as a sub-Program: invars ``(a, b, *epilogue inputs)``, where ``a`` and ``b`` are the
 buffers the operands are *views* of; its equations are first the view chains from ``a`` / ``b``
 to the operands (transpose, reshape, squeeze, broadcast_in_dim, slice: the backend reads the
-buffers through strides instead of materialising the views), then the ``dot_general``
+buffers through strides instead of materialising the views; and exact widenings of
+low-precision operands, ``is_operand_cast``, for backends that load them narrow), then the
+``dot_general``
 producing ``d``, then the epilogue (the former fused group: bias add, activation, scale, casts,
 row reductions ...); outvars are ``d`` itself when it is needed outside (then always first)
 followed by the group's outputs. Param ``name`` is a display name.
@@ -19,6 +21,7 @@ cache (src/lowering/backends/cpp/gemm.py).
 """
 from __future__ import annotations
 
+from ..core import dtypes
 from ..core.ir import Equation, Program, Var
 from ..core.primitive import Primitive
 from . import fused as _fused
@@ -37,6 +40,19 @@ fused_matmul_p.batch = _fused._batch
 
 # Views a fused_matmul reads its operands through (the backend folds them into strides).
 OPERAND_VIEWS = frozenset({"transpose", "reshape", "squeeze", "broadcast_in_dim", "slice"})
+
+
+def is_operand_cast(eqn) -> bool:
+    """True for an exact widening a fused_matmul may read an operand through: a
+    ``convert_element_type`` from a low-precision float (float8 / float4 / bfloat16 / float16)
+    to float32. A backend that can load the narrow buffer and widen it in registers (the Triton
+    template: float8 products on the tensor cores) takes it; the others refuse the variant and
+    the epilogue pass offers the product without it."""
+    if eqn.primitive.name != "convert_element_type":
+        return False
+    src, dst = eqn.invars[0].aval.dtype, eqn.outvars[0].aval.dtype
+    return dst == dtypes.float32 and (src in dtypes.LOW_PRECISION_FLOATS
+                                      or src in (dtypes.bfloat16, dtypes.float16))
 
 
 def _dot_index(program):

@@ -13,7 +13,10 @@ Producer side: the chain of views (transpose, reshape, squeeze, broadcast_in_dim
 makes each operand of D from a buffer is taken into the ``fused_matmul``: the kernel reads the
 buffer through strides (a transposed operand becomes a GEMM transpose flag, a slice an offset),
 so the views are never materialised; they stay in the Program only if something else reads them
-(DCE drops the rest).
+(DCE drops the rest). An exact widening of a low-precision operand (``is_operand_cast``:
+float8 / bfloat16 -> float32, a lone cast or a fused group of one cast) joins the chain too,
+for backends that load the narrow buffer (Triton: float8 products on the tensor cores); a
+backend that refuses it is offered the views after the cast.
 
 Placement keeps the Program in dependency order: the new equation goes where G was when every
 other reader of ``d`` comes after G, else where D was when every other input of G is available
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 from ...core.ir import Equation, Literal, Program, Var
 from ..fused import fused_kernel_p
-from ..fused_matmul import OPERAND_VIEWS, fused_matmul_p, make_program
+from ..fused_matmul import OPERAND_VIEWS, fused_matmul_p, is_operand_cast, make_program
 from .util import map_subprograms, with_eqns
 
 
@@ -124,9 +127,16 @@ def _fuse(eqns, outvars, validate):
 
 def _validated(validate, dot, eqns, producer, make):
     """``(operand buffers, sub-Program)`` of the first variant the backend accepts: reading the
-    operands through their view chains, else the operands themselves; None if neither."""
+    operands through their view chains (widening casts included), else through the views after
+    the last cast of each chain, else the operands themselves; None if none."""
     bases, views = _operand_views(dot, eqns, producer)
     variants = [(bases, views)]
+    if any(is_operand_cast(e) for chain in views for e in chain):
+        cut = [max([i + 1 for i, e in enumerate(chain) if is_operand_cast(e)], default=0)
+               for chain in views]
+        variants.append(([chain[c - 1].outvars[0] if c else b
+                          for b, chain, c in zip(bases, views, cut)],
+                         tuple(chain[c:] for chain, c in zip(views, cut))))
     if any(views):
         variants.append((list(dot.invars), ((), ())))
     for ins, vs in variants:
@@ -144,15 +154,28 @@ def _operand_views(dot, eqns, producer):
         chain = []
         while isinstance(v, Var):
             k = producer.get(v)
-            e = eqns[k] if k is not None else None
-            if e is None or e.primitive.name not in OPERAND_VIEWS or len(e.invars) != 1 \
-                    or not isinstance(e.invars[0], Var):
+            e = _lone_cast(eqns[k]) if k is not None and eqns[k] is not None else None
+            if e is None or not (e.primitive.name in OPERAND_VIEWS or is_operand_cast(e)) \
+                    or len(e.invars) != 1 or not isinstance(e.invars[0], Var):
                 break
             chain.append(e)
             v = e.invars[0]
         bases.append(v)
         views.append(tuple(chain[::-1]))
     return bases, tuple(views)
+
+
+def _lone_cast(eqn):
+    """``eqn``; for a fused group that is one operand cast (fusion groups a lone
+    ``convert_element_type`` too), that cast as an equation on the group's own Vars."""
+    if eqn.primitive is not fused_kernel_p:
+        return eqn
+    sub = eqn.params["program"]
+    if len(sub.eqns) != 1 or sub.constvars or len(sub.invars) != 1 or \
+            sub.eqns[0].invars != sub.invars or sub.eqns[0].outvars != sub.outvars:
+        return eqn
+    inner = sub.eqns[0]
+    return Equation(inner.primitive, list(eqn.invars), list(eqn.outvars), inner.params)
 
 
 def _inline(eqn):

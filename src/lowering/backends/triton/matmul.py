@@ -11,7 +11,8 @@ writing only the outputs, so ``d`` never goes to memory unless it is an output i
 Supported: 2-D products (one contracting dim each side) and batched ones (one batch dim each
 side: a program per tile of one batch element) whose operands are the buffers themselves or
 transposes of them (read through permuted strides), float16 / bfloat16 / float32 / float64
-operands of one dtype. Others raise NotFusible: the epilogue pass then leaves
+operands of one dtype, or float32 products of operands widened from low-precision buffers
+(``widen_step``: float8 ``scaled_matmul`` on the tensor cores). Others raise NotFusible: the epilogue pass then leaves
 the product to the host and the epilogue to the elementwise kernels.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....core import dtypes
-from ...fused_matmul import operand_views, split
+from ...fused_matmul import is_operand_cast, operand_views, split
 from . import formulas as F
 from .codegen import Kernel, NotFusible, elementwise, load, module, operands, value
 
@@ -35,6 +36,8 @@ def _operand_strides(chain, base, rank, dims):
     read from ``base`` (its invar) through the view ``chain`` (transposes only)."""
     perm = tuple(range(rank))
     for e in chain:
+        if is_operand_cast(e):   # widened in registers after the load (widen_step)
+            continue
         if e.primitive.name != "transpose" or len(e.invars[0].aval.shape) != rank:
             raise NotFusible(f"operand view {e.primitive.name}")
         perm = tuple(perm[p] for p in e.params["permutation"])
@@ -56,6 +59,28 @@ def dot_step(dt, ind):
             f"{ind}if WIDE:", f'{ind}    acc = tl.dot(a, b, acc, input_precision="ieee")']
 
 
+def widen_step(dt, narrow, ind):
+    """Lines adding ``a @ b`` to ``acc`` for float32 products (``dt``) of operands loaded from
+    the narrower buffer dtypes ``narrow`` (an operand cast in their view chains). Two float8
+    operands of one format multiply on the tensor cores (wgmma), whose reduced-precision sums
+    are added into the float32 accumulator after every ``BK`` step (``max_num_imprecise_acc=BK``,
+    as CUTLASS and PyTorch's ``use_fast_accum=False`` do; 0 would make Triton give up the float8
+    instructions); elsewhere, and in
+    the interpreter (``WIDE``), the operands are widened exactly and multiplied in float32:
+    products of float8 values are exact there, so only the order of the sums differs."""
+    wide = [f"{ind}{x} = {F.render_cast(x, t, dt)}" for x, t in zip("ab", narrow) if t != dt]
+    ieee = [f'{ind}acc = tl.dot(a, b, acc, input_precision="ieee")']
+    fp8 = _FP8.get(narrow[0])
+    if fp8 is None or narrow[1] != narrow[0]:
+        return wide + ieee
+    return ([f"{ind}if WIDE:"] + ["    " + x for x in wide + ieee] + [f"{ind}else:"] +
+            [f"{ind}    {x} = {x}.to({fp8}, bitcast=True)" for x in "ab"] +
+            [f"{ind}    acc = tl.dot(a, b, acc, max_num_imprecise_acc=BK)"])
+
+
+_FP8 = {dtypes.float8_e4m3fn: "tl.float8e4nv", dtypes.float8_e5m2: "tl.float8e5"}
+
+
 def render(program, name):
     """The Kernel of a ``fused_matmul`` sub-Program, or raise NotFusible."""
     dot, epi, emit = split(program)
@@ -75,6 +100,10 @@ def render(program, name):
     if not all(isinstance(x, int) for x in shape + (k,)):
         raise NotFusible("symbolic product shape")
     chains = operand_views(program)
+    narrow = tuple(np.dtype(v.aval.dtype) for v in program.invars[:2])
+    if narrow != (dt, dt) and (dt != np.float32 or not all(F.supported_dtype(t)
+                                                           for t in narrow)):
+        raise NotFusible(f"operands widened from {narrow} to {dt}")
     ins = list(program.constvars) + list(program.invars)
     ia = len(program.constvars)
     ib = ia + 1
@@ -102,7 +131,8 @@ def render(program, name):
         f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0)",
         f"        b = tl.load(in{ib} + pb * {sbb} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
         f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0)",
-    ] + dot_step(dt, "        ") + [
+    ] + (dot_step(dt, "        ") if narrow == (dt, dt) else
+         widen_step(dt, narrow, "        ")) + [
         "    offs = tl.arange(0, BLOCK)",
     ] + (["    i0 = pb + offs * 0"] if nb else []) + [
         f"    i{nb} = pm * BM + offs // BN",
