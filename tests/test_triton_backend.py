@@ -407,6 +407,31 @@ def test_scaled_matmul_is_one_kernel_reading_narrow_operands(da, db):
         assert f".f32.{fmt[np.dtype(da)]}.{fmt[np.dtype(da)]}" in ptx
 
 
+def test_random_bits_are_philox_kernels_with_the_cpus_bits():
+    """random_bits (every draw's source) runs as a Philox4x32-10 kernel: the same bits as the
+    NumPy reference for every unsigned dtype, batches of keys, tags and odd sizes; the
+    distributions built on them follow."""
+    from starling import random
+    from starling.arrays.random import TAG_SPLIT, random_bits_numpy, random_bits_p
+    keys = np.random.default_rng(0).integers(0, 2 ** 32, (3, 2, 2), dtype=np.uint64)
+    keys = keys.astype(np.uint32)
+    for shape, dt, tag in [((5, 7), np.uint32, 0), ((3,), np.uint8, 0), ((9,), np.uint64, 0),
+                           ((1001,), np.uint16, TAG_SPLIT), ((), np.uint32, 0)]:
+        def f(k, shape=shape, dt=dt, tag=tag):
+            return random_bits_p.bind(k, shape=shape, dtype=np.dtype(dt), tag=tag)
+        assert next(iter(_exe(f, keys).kernels.values())).name.startswith("st_random")
+        got = np.asarray(tcompile(f)(keys))
+        want = random_bits_numpy(keys, shape=shape, dtype=np.dtype(dt), tag=tag)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+    k = random.key(7)
+    draws = tcompile(lambda k: [random.normal(k, (64,)), random.randint(k, (9,), 0, 10)])(k)
+    for g, w in zip(draws, [random.normal(k, (64,)), random.randint(k, (9,), 0, 10)]):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+    (kern,) = _exe(lambda k: random.bits(k, (4096,), np.uint32), k).kernels.values()
+    assert ".target sm_90a" in aot.compile_kernel(kern, arch=90).asm["ptx"]
+
+
 def test_grad_of_a_program_runs_through_triton():
     def loss(w, x):
         return snp.sum(snp.tanh(x * w) ** 2 + snp.logaddexp(x, w))

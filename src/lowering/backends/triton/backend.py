@@ -15,8 +15,8 @@ elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
 (``codegen.INTERPRETER_BLOCK``).
 
 Kernels compute elementwise groups and their reductions (sum / max / min / and / or over one
-set of axes), (batched) matrix products with their elementwise epilogues (matmul.py) and
-grouped products (``ragged_dot``, grouped.py). Not
+set of axes), (batched) matrix products with their elementwise epilogues (matmul.py),
+grouped products (``ragged_dot``, grouped.py) and random bits (Philox4x32-10, random.py). Not
 yet here (issue: GPU backends): argmax / argmin and products of reductions in kernels, products
 with several batch dims, device buffers (and so GPU launches from ``compile``: autotune.py
 tunes launches where the caller has device tensors).
@@ -40,7 +40,7 @@ from ...passes.fusion import ELEMENTWISE, REDUCE, FusionPolicy, fusion
 from ...passes.util import map_subprograms, with_eqns
 from ...pipeline import run_pipeline
 from .. import register_backend
-from . import codegen, formulas as F, grouped, matmul
+from . import codegen, formulas as F, grouped, matmul, random
 from .codegen import NotFusible
 from .buffers import NumpyBuffer
 
@@ -142,7 +142,8 @@ triton_kernel_p.meta["lowering_only"] = "made by the triton backend in compiled 
 
 def _kernel_impl(*bufs, kernel, program, name):
     consts = [np.asarray(c._buf if hasattr(c, "_buf") else c) for c in program.consts]
-    return launch(kernel, consts + [np.asarray(b) for b in bufs])
+    outs = launch(kernel, consts + [np.asarray(b) for b in bufs])
+    return outs if kernel.finish is None else kernel.finish(outs)
 
 
 triton_kernel_p.impl = _kernel_impl
@@ -152,14 +153,20 @@ triton_kernel_p.weak_type = lambda *w, kernel, program, name: [
     v.aval.weak_type for v in program.outvars]
 
 
+# primitives with kernels of their own: (module with render(eqn, name) -> (Kernel, sub-Program),
+# kernel name prefix)
+_OWN_KERNELS = {"ragged_dot": (grouped, "st_grouped"), "random_bits": (random, "st_random")}
+
+
 def _with_kernels(prog, kernels):
     """``prog`` with every fused group / product (control-flow bodies included) replaced by a
     ``triton_kernel`` equation; the Kernels are appended to ``kernels``."""
     eqns = []
     for eqn in prog.eqns:
-        if eqn.primitive.name == "ragged_dot":
+        own = _OWN_KERNELS.get(eqn.primitive.name)
+        if own is not None:
             try:
-                kernel, sub = grouped.render(eqn, f"st_grouped_{len(kernels)}")
+                kernel, sub = own[0].render(eqn, f"{own[1]}_{len(kernels)}")
             except NotFusible:
                 eqns.append(eqn)   # the host runs it
                 continue

@@ -42,16 +42,20 @@ class Kernel:
     """A rendered kernel: ``source`` (module text), ``name`` (its function), ``shape`` (the loop
     shape), ``in_avals`` / ``out_avals`` (inputs right-aligned on the loop shape); for a kernel
     with reductions, ``kept`` (the number of kept positions) and ``reduced`` (the number of
-    reduced positions per kept one), else None."""
+    reduced positions per kept one), else None; ``finish``: the host step from the kernel's
+    outputs to the results, or None."""
 
     def __init__(self, source, name, shape, in_avals, out_avals, kept=None, reduced=None,
-                 stride_shapes=None, tiles=None):
+                 stride_shapes=None, tiles=None, finish=None):
         self.source, self.name, self.shape = source, name, tuple(shape)
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
         self.kept, self.reduced = kept, reduced
         # per input: the shape its size-1 dims broadcast to (stride 0), None: its own strides
         self.stride_shapes = stride_shapes or [self.shape] * len(self.in_avals)
         self.tiles = tiles   # matmul kernels: (GPU tile sizes, interpreter tile sizes)
+        # host step from the kernel's outputs to the equation's results (e.g. random words
+        # viewed as the draw's dtype), or None
+        self.finish = finish
         self._loaded = {}
 
     def __repr__(self):
