@@ -407,6 +407,37 @@ def test_scaled_matmul_is_one_kernel_reading_narrow_operands(da, db):
         assert f".f32.{fmt[np.dtype(da)]}.{fmt[np.dtype(da)]}" in ptx
 
 
+def test_argmax_argmin_and_products_run_in_kernels():
+    """NumPy's rules in one row of lanes: the first NaN wins, ties go to the first index, a row
+    of -inf (argmax's identity) gives 0; integer products wrap; low-precision values are
+    compared and multiplied in float32."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((7, 300)).astype(np.float32)
+    x[2, 50] = x[2, 10] = np.nan
+    x[3] = -np.inf
+    x[4, ::2] = 5
+    x[5] = 0.0
+    xi = rng.integers(-5, 5, (7, 300)).astype(np.int8)
+    xb = x.astype(ml_dtypes.bfloat16)
+
+    def f(x, xi, xb):
+        return [snp.argmax(x, axis=1), snp.argmin(x, axis=1), snp.argmax(x, axis=0),
+                snp.argmax(xi, axis=1), snp.argmin(xi, axis=0), snp.argmax(xb, axis=1),
+                snp.argmin(-x), snp.prod(x[:, :20] * 0.5 + 1, axis=1),
+                snp.prod(xi[:, :40], axis=1), snp.prod(xb[:, :6], axis=1)]
+    exe = _exe(f, x, xi, xb)
+    assert all(k.name.startswith("st_kernel") for k in exe.kernels.values())
+    assert not any(e.primitive.name in ("argmax", "argmin", "reduce_prod")
+                   for e in exe.program.eqns)
+    for g, w in zip(tcompile(f)(x, xi, xb), f(snp.asarray(x), snp.asarray(xi), snp.asarray(xb))):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype
+        if g.dtype.kind in "iu":
+            np.testing.assert_array_equal(g, w)
+        else:
+            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=1e-5)
+
+
 def test_random_bits_are_philox_kernels_with_the_cpus_bits():
     """random_bits (every draw's source) runs as a Philox4x32-10 kernel: the same bits as the
     NumPy reference for every unsigned dtype, batches of keys, tags and odd sizes; the

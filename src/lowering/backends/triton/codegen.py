@@ -118,7 +118,9 @@ def _short(dt):
 
 
 # reductions rendered in kernels: (accumulator update, final block reduction) per primitive
-REDUCTIONS = frozenset({"reduce_sum", "reduce_max", "reduce_min", "reduce_and", "reduce_or"})
+REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
+                        "reduce_or", "argmax", "argmin"})
+_ARG_SENTINEL = 1 << 62   # the index of a lane that has seen nothing yet (above every real one)
 
 
 def render(program, name):
@@ -139,6 +141,9 @@ def render(program, name):
     if reds:
         shape = tuple(reds[0].invars[0].aval.shape)
         axes = tuple(sorted(reds[0].params["axes"]))
+        if any(e.primitive.name.startswith("arg") and tuple(e.params["axes"]) != axes
+               for e in reds):   # arg indices count over the reduced axes in their order
+            raise NotFusible("argmax / argmin over unsorted axes")
         if any(tuple(sorted(e.params["axes"])) != axes or
                tuple(e.invars[0].aval.shape) != shape for e in reds):
             raise NotFusible("reductions over different axes")
@@ -301,7 +306,15 @@ def _reduction(name, acc, x, dt, out):
     k = acc[3:]
     wide = np.dtype(np.float32) if dt in F.LOWP else dt
     xv = F.render_cast(x, dt, wide) if wide != dt else x
-    if name == "reduce_sum":
+    if name in ("argmax", "argmin"):
+        return _arg_reduction(name, acc, k, xv, wide)
+    if name == "reduce_prod":
+        if wide.kind not in "iuf":
+            raise NotFusible(f"{name} of {dt}")
+        init = [f"    {acc} = {F.literal(1, wide)}"]
+        upd = [f"{acc} = {acc} * tl.where(mask, {xv}, {F.literal(1, wide)})"]
+        fin = [f"    r{k} = tl.reduce({_rows(acc)}, 1, st_mul_combine)"]
+    elif name == "reduce_sum":
         if wide.kind not in "iuf":
             raise NotFusible(f"{name} of {dt}")
         init = [f"    {acc} = {F.literal(0, wide)}"]
@@ -342,6 +355,30 @@ def _reduction(name, acc, x, dt, out):
         raise NotFusible(name)
     if np.dtype(out) != wide:
         fin.append(f"    r{k} = {F.render_cast(f'r{k}', wide, out)}")
+    return init, upd, fin
+
+
+def _arg_reduction(name, acc, k, xv, wide):
+    """argmax / argmin of block ``xv`` (``wide`` dtype): per lane the best value and its index
+    (the first NaN wins, then the greatest / least value, ties to the first index), combined
+    across a row's lanes by st_argmax_combine / st_argmin_combine."""
+    if wide.kind not in "iuf":
+        raise NotFusible(f"{name} of {wide}")
+    big = name == "argmax"
+    cmp = ">" if big else "<"
+    if wide.kind == "f":
+        ident = F.literal(-np.inf if big else np.inf, wide)
+        better = f"({xv} {cmp} {acc}) | (({xv} != {xv}) & ({acc} == {acc}))"
+    else:
+        info = np.iinfo(wide)
+        ident = F.literal(info.min if big else info.max, wide)
+        better = f"({xv} {cmp} {acc})"
+    idx = f"idx{k}"
+    init = [f"    {acc} = {ident}", f"    {idx} = tl.full([BLOCK], {_ARG_SENTINEL}, tl.int64)"]
+    upd = [f"take{k} = mask & (({better}) | ({idx} == {_ARG_SENTINEL}))",
+           f"{acc} = tl.where(take{k}, {xv}, {acc})",
+           f"{idx} = tl.where(take{k}, offs, {idx})"]
+    fin = [f"    _, r{k} = tl.reduce(({_rows(acc)}, {_rows(idx)}), 1, st_{name}_combine)"]
     return init, upd, fin
 
 

@@ -310,6 +310,26 @@ def st_to_f8e8m0fnu(x):
     return tl.where((u == 0) | (u >= 0x7f400000), 0xff, r).to(tl.uint8)
 
 
+def st_mul_combine(a, b):
+    return a * b
+
+
+def st_argmax_combine(av, ai, bv, bi):
+    an = av != av
+    bn = bv != bv
+    tie = (bv == av) & (bi < ai)
+    take = (bn & (~an | (bi < ai))) | (~an & ~bn & ((bv > av) | tie))
+    return tl.where(take, bv, av), tl.where(take, bi, ai)
+
+
+def st_argmin_combine(av, ai, bv, bi):
+    an = av != av
+    bn = bv != bv
+    tie = (bv == av) & (bi < ai)
+    take = (bn & (~an | (bi < ai))) | (~an & ~bn & ((bv < av) | tie))
+    return tl.where(take, bv, av), tl.where(take, bi, ai)
+
+
 def st_from_f8e8m0fnu(b):
     v = b.to(tl.uint32)
     f = tl.where(v == 0xff, 0x7fc00000, tl.where(v == 0, 0x00400000, v << 23))
@@ -318,7 +338,8 @@ def st_from_f8e8m0fnu(b):
     _grid_helpers("f4e2m1fn", 1, 1)
 HELPER_NAMES = tuple(f"st_{d}_{t}" for t in BIT_FORMATS.values() for d in ("from", "to")) + \
     tuple(f"st_{d}_{t}" for t in ("f8e4m3fn", "f8e5m2", "f4e2m1fn")
-          for d in ("grid", "pack", "wide"))
+          for d in ("grid", "pack", "wide")) + \
+    ("st_mul_combine", "st_argmax_combine", "st_argmin_combine")
 
 
 def _float_to_int(x, src, dst):
