@@ -244,17 +244,39 @@ def test_batched_products_with_transposed_operands(dt):
 
 
 def test_products_triton_does_not_tile_run_on_the_host():
-    # integer products and two batch dims: right values, no matmul kernel
+    # integer products and two contracting dims: right values, no matmul kernel
     rng = np.random.default_rng(6)
-    a, b = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 5, 2))
+    a, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((4, 5, 2))
     n = rng.integers(-3, 3, (4, 5)).astype(np.int32)
 
     def f(a, b, n):
-        return [snp.tanh(a @ b), n @ n.T]
+        return [snp.tanh(snp.tensordot(a, b, axes=2)), n @ n.T]
     exe = _exe(f, a, b, n)
     assert not [e for e in exe.program.eqns if e.primitive.name == "fused_matmul"]
     for g, w in zip(tcompile(f)(a, b, n), f(snp.asarray(a), snp.asarray(b), snp.asarray(n))):
         np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dt", [np.float64, ml_dtypes.bfloat16], ids=lambda d: np.dtype(d).name)
+def test_products_with_several_batch_dims_are_kernels(dt):
+    """Attention-shaped products (batch, heads, ...): a program per tile of one batch element,
+    the batch indices unravelled in C order; transposed operands and an epilogue reading a
+    broadcast operand."""
+    rng = np.random.default_rng(7)
+    q = rng.standard_normal((2, 3, 40, 16)).astype(dt)
+    k = rng.standard_normal((2, 3, 40, 16)).astype(dt)
+    v = rng.standard_normal((3, 2, 2, 16, 5)).astype(dt)
+    bias = rng.standard_normal(40).astype(dt)
+
+    def f(q, k, v, bias):
+        s = snp.maximum(q @ snp.swapaxes(k, -1, -2) * 0.25 + bias, 0)
+        return [s, snp.swapaxes(v, 0, 2) @ snp.swapaxes(v, 0, 2).transpose(0, 1, 2, 4, 3)]
+    exe = _exe(f, q, k, v, bias)
+    assert len([e for e in exe.program.eqns if e.primitive.name == "fused_matmul"]) == 2
+    for g, w in zip(tcompile(f)(q, k, v, bias), f(*[snp.asarray(x) for x in (q, k, v, bias)])):
+        g, w = np.asarray(g).astype(np.float64), np.asarray(w).astype(np.float64)
+        tol = 1e-12 if np.dtype(dt) == np.float64 else 2e-2
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol * np.abs(w).max())
 
 
 def test_float_to_int_conversion_saturates():

@@ -17,9 +17,8 @@ elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
 Kernels compute elementwise groups and their reductions (sum / prod / max / min / and / or /
 argmax / argmin over one set of axes), (batched) matrix products with their elementwise epilogues (matmul.py),
 grouped products (``ragged_dot``, grouped.py) and random bits (Philox4x32-10, random.py).
-Not yet here (issue: GPU backends): products with several batch dims, device buffers (and so
-GPU launches from ``compile``: autotune.py tunes launches where the caller has device
-tensors).
+Not yet here (issue: GPU backends): device buffers (and so GPU launches from ``compile``:
+autotune.py tunes launches where the caller has device tensors).
 """
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ flattens the tile into a block of ``BM * BN`` positions and runs the epilogue on
 elementwise code generator (codegen.py), reading its other inputs through their strides and
 writing only the outputs, so ``d`` never goes to memory unless it is an output itself.
 
-Supported: 2-D products (one contracting dim each side) and batched ones (one batch dim each
-side: a program per tile of one batch element) whose operands are the buffers themselves or
+Supported: 2-D products (one contracting dim each side) and batched ones (any number of batch
+dims: a program per tile of one batch element) whose operands are the buffers themselves or
 transposes of them (read through permuted strides), float16 / bfloat16 / float32 / float64
 operands of one dtype, or float32 products of operands widened from low-precision buffers
 (``widen_step``: float8 ``scaled_matmul`` on the tensor cores). Others raise NotFusible: the epilogue pass then leaves
@@ -87,14 +87,14 @@ def render(program, name):
     (lc, rc), (lb, rb) = dot.params["dimension_numbers"]
     a_aval, b_aval = dot.invars[0].aval, dot.invars[1].aval
     nb = len(lb)
-    if len(lc) != 1 or len(rc) != 1 or nb > 1 or len(rb) != nb or \
+    if len(lc) != 1 or len(rc) != 1 or len(rb) != nb or \
             len(a_aval.shape) != 2 + nb or len(b_aval.shape) != 2 + nb:
         raise NotFusible("a product that is not (batched) 2-D x 2-D with one contracting dim")
     dt = np.dtype(a_aval.dtype)
     if dt not in _DOT_DTYPES or np.dtype(b_aval.dtype) != dt:
         raise NotFusible(f"product of {a_aval.dtype} and {b_aval.dtype}")
     d = dot.outvars[0]
-    shape = tuple(d.aval.shape)     # (batch,) + (m, n)
+    shape = tuple(d.aval.shape)     # (*batch, m, n)
     m, n = shape[nb:]
     k = a_aval.shape[lc[0]]
     if not all(isinstance(x, int) for x in shape + (k,)):
@@ -109,11 +109,14 @@ def render(program, name):
     ib = ia + 1
     a_free = [x for x in range(2 + nb) if x not in tuple(lb) + tuple(lc)][0]
     b_free = [x for x in range(2 + nb) if x not in tuple(rb) + tuple(rc)][0]
-    sab, sam, sak = (_operand_strides(chains[0], ia, 2 + nb, list(lb) + [a_free, lc[0]])
-                     if nb else ["0"] + _operand_strides(chains[0], ia, 2, [a_free, lc[0]]))
-    sbb, sbk, sbn = (_operand_strides(chains[1], ib, 2 + nb, list(rb) + [rc[0], b_free])
-                     if nb else ["0"] + _operand_strides(chains[1], ib, 2, [rc[0], b_free]))
+    *sab, sam, sak = _operand_strides(chains[0], ia, 2 + nb, list(lb) + [a_free, lc[0]])
+    *sbb, sbk, sbn = _operand_strides(chains[1], ib, 2 + nb, list(rb) + [rc[0], b_free])
     acc_t = "tl.float64" if dt == np.float64 else "tl.float32"
+    # the batch element's indices (C order over the batch dims) and operand offsets
+    batch = ["    oa = pb * 0", "    ob = pb * 0", "    rest = pb"]
+    for x in range(nb - 1, -1, -1):
+        batch += [f"    b{x} = rest % {shape[x]}", f"    rest = rest // {shape[x]}",
+                  f"    oa = oa + b{x} * {sab[x]}", f"    ob = ob + b{x} * {sbb[x]}"]
 
     body = [
         "    pid = tl.program_id(0)",
@@ -122,19 +125,20 @@ def render(program, name):
         "    pid = pid % tiles",
         f"    pm = pid // (({n} + BN - 1) // BN)",
         f"    pn = pid % (({n} + BN - 1) // BN)",
+    ] + batch + [
         "    rm = (pm * BM + tl.arange(0, BM)).to(tl.int64)",
         "    rn = (pn * BN + tl.arange(0, BN)).to(tl.int64)",
         f"    acc = tl.full((BM, BN), 0, {acc_t})",
         f"    for k0 in range(0, {k}, BK):",
         "        kk = (k0 + tl.arange(0, BK)).to(tl.int64)",
-        f"        a = tl.load(in{ia} + pb * {sab} + rm[:, None] * {sam} + kk[None, :] * {sak}, "
+        f"        a = tl.load(in{ia} + oa + rm[:, None] * {sam} + kk[None, :] * {sak}, "
         f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0)",
-        f"        b = tl.load(in{ib} + pb * {sbb} + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
+        f"        b = tl.load(in{ib} + ob + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
         f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0)",
     ] + (dot_step(dt, "        ") if narrow == (dt, dt) else
          widen_step(dt, narrow, "        ")) + [
         "    offs = tl.arange(0, BLOCK)",
-    ] + (["    i0 = pb + offs * 0"] if nb else []) + [
+    ] + [f"    i{x} = b{x} + offs * 0" for x in range(nb)] + [
         f"    i{nb} = pm * BM + offs // BN",
         f"    i{nb + 1} = pn * BN + offs % BN",
         f"    mask = (i{nb} < {m}) & (i{nb + 1} < {n})",
@@ -156,7 +160,7 @@ def render(program, name):
         body.append("    " + elementwise(j, eqn, args, dts, shape, env))
     outs = list(program.outvars)
     for j, v in enumerate(outs):
-        lin = (f"i0 * {m * n} + " if nb else "") + f"i{nb} * {n} + i{nb + 1}"
+        lin = f"pb * {m * n} + i{nb} * {n} + i{nb + 1}"
         body.append(f"    tl.store(out{j} + {lin}, {value(v, env)}, mask=mask)")
     if any(tuple(v.aval.shape) != shape for v in outs):
         raise NotFusible("a matmul output of another shape")
