@@ -227,3 +227,26 @@ def test_recording_can_be_turned_off_and_bad_sizes_are_refused(monkeypatch):
     monkeypatch.setattr(fr, "_RING", collections.deque(maxlen=0))   # SIZE=0 at import
     assert fr.record_start("x", "p", "g", ["p"], 0, (), "float32", source="t") is None
     assert fr.record_end(None, "timeout") is None and fr.entries() == []
+
+
+def test_ring_records_read_as_documented_dicts_and_truncation_counts_from_clear(
+        tmp_path, monkeypatch):
+    """Records are kept as given and read as the documented dicts; a dump says it is truncated
+    exactly when more records were made since the last clear than the ring holds."""
+    monkeypatch.setattr(fr, "_RING", collections.deque(maxlen=3))
+    fr.clear()
+    rec = fr.record_start("all_reduce", "cpu0", "g1", ["cpu0", "cpu1"], 4, (2, 3),
+                          np.dtype(np.float32), source="inprocess", params={"op": "sum"})
+    assert rec["inputs"] == [{"shape": [2, 3], "dtype": "float32", "weak": False}]
+    assert rec.get("source") == "inprocess" and rec.get("missing", 7) == 7
+    fr.record_end(rec, "completed")
+    (entry,) = fr.entries()
+    assert entry["state"] == "completed" and entry["end"] >= entry["start"]
+    assert entry["params"] == {"op": "sum"} and entry["seq"] == 4 and entry["rank"] == "cpu0"
+    for i in range(2):
+        fr.record_start("barrier", "cpu0", "g1", ["cpu0"], i, (), None, source="t")
+    fr.dump(tmp_path / "full")
+    assert not json.loads((tmp_path / "full" / "cpu0.json").read_text())["truncated"]
+    fr.record_start("barrier", "cpu0", "g1", ["cpu0"], 2, (), None, source="t")
+    fr.dump(tmp_path / "over")
+    assert json.loads((tmp_path / "over" / "cpu0.json").read_text())["truncated"]

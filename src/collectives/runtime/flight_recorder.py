@@ -34,7 +34,7 @@ from ...lowering.debug import log_document, write_log
 
 _LOCK = threading.Lock()
 _DUMP_LOCK = threading.Lock()
-_STATE = {"process": None, "job": None, "recorded": 0, "failure_dump": None}
+_STATE = {"process": None, "job": None, "base": 0, "failure_dump": None}
 FAILURE_HOOKS: list = []   # called as hook(entry) after a failed record is dumped (MPI: ask peers)
 
 
@@ -86,6 +86,39 @@ def dump_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"starling-flight-recorder-{job}")
 
 
+class Record:
+    """One record of the ring. Recording is on the path of every collective, so a record keeps
+    what it was given and becomes the documented dict (module docstring) only when read
+    (``entries``, ``dump``); ``record[key]`` and ``record.get(key)`` read that dict's keys
+    (failure hooks take records so)."""
+
+    __slots__ = ("index", "op", "source", "shapes", "dtype", "params", "kind", "rank", "group",
+                 "group_ranks", "seq", "peer", "state", "start", "end", "error")
+
+    def __init__(self, op, source, shapes, dtype, params, kind, rank, group, group_ranks, seq,
+                 peer):
+        self.op, self.source, self.shapes, self.dtype = op, source, shapes, dtype
+        self.params, self.kind, self.rank, self.group = params, kind, rank, group
+        self.group_ranks, self.seq, self.peer = group_ranks, seq, peer
+        self.state, self.start, self.end, self.error = "started", time.time(), None, None
+        self.index = None
+
+    def as_dict(self) -> dict:
+        return {"index": self.index, "primitive": self.op, "source": self.source, "depth": 0,
+                "inputs": [{"shape": [int(s) for s in self.shapes],
+                            "dtype": dtype_name(self.dtype), "weak": False}],
+                "outputs": [], "params": self.params if self.params is not None else {},
+                "kind": self.kind, "rank": self.rank, "group": self.group,
+                "group_ranks": self.group_ranks, "seq": self.seq, "peer": self.peer,
+                "state": self.state, "start": self.start, "end": self.end, "error": self.error}
+
+    def __getitem__(self, key):
+        return self.as_dict()[key]
+
+    def get(self, key, default=None):
+        return self.as_dict().get(key, default)
+
+
 def record_start(op, participant, group, group_ranks, seq, shapes, dtype, *, source,
                  kind="collective", peer=None, params=None):
     """Appends a record of a collective (or message) that ``participant`` starts; returns it
@@ -94,17 +127,12 @@ def record_start(op, participant, group, group_ranks, seq, shapes, dtype, *, sou
         return None
     # ``group_ranks`` and ``params`` are kept, not copied: callers hand over lists they do not
     # change afterwards (a group's member names are made once per group)
-    entry = {"index": None, "primitive": op, "source": source, "depth": 0,
-             "inputs": [{"shape": [int(s) for s in shapes], "dtype": dtype_name(dtype),
-                         "weak": False}],
-             "outputs": [], "params": params if params is not None else {}, "kind": kind,
-             "rank": participant, "group": group, "group_ranks": group_ranks, "seq": seq,
-             "peer": peer, "state": "started", "start": time.time(), "end": None,
-             "error": None}
-    with _LOCK:
-        entry["index"] = next(_INDEX)
-        _STATE["recorded"] += 1
-        _RING.append(entry)
+    entry = Record(op, source, shapes, dtype, params, kind, participant, group, group_ranks,
+                   seq, peer)
+    # no lock: the counter and the deque's append are each atomic, and a reader copying the
+    # ring under _LOCK sees a record before or after its append
+    entry.index = next(_INDEX)
+    _RING.append(entry)
     return entry
 
 
@@ -115,15 +143,13 @@ def record_end(entry, state, error=None):
     failure's dump already in the dump directory, so the dump shows how every record ended."""
     if entry is None:
         return None
-    with _LOCK:
-        entry["state"] = state
-        entry["end"] = time.time()
-        if error is not None:
-            entry["error"] = str(error)[:2000]
+    entry.end = time.time()
+    if error is not None:
+        entry.error = str(error)[:2000]
+    entry.state = state
     if state == "completed":
         return None
-    reason = (f"{entry['primitive']} {state} on {entry['rank']} (group {entry['group']}, "
-              f"seq {entry['seq']})")
+    reason = f"{entry.op} {state} on {entry.rank} (group {entry.group}, seq {entry.seq})"
     if state == "aborted":
         # an abort echoes a failure recorded elsewhere: no dump of its own, but the failure's
         # dump is a snapshot taken before this record ended (or even started), so refresh it
@@ -150,14 +176,15 @@ def record_end(entry, state, error=None):
 def entries(participant=None) -> list:
     """Copies of the records in the ring (of one participant, or all), oldest first."""
     with _LOCK:
-        return [dict(e) for e in _RING if participant is None or e["rank"] == participant]
+        ring = list(_RING)
+    return [e.as_dict() for e in ring if participant is None or e.rank == participant]
 
 
 def clear():
     """Empties the ring (tests; a fresh phase of a job)."""
     with _LOCK:
         _RING.clear()
-        _STATE.update(recorded=0, failure_dump=None)
+        _STATE.update(base=next(_INDEX) + 1, failure_dump=None)   # the next index given
 
 
 def dump(directory=None, reason=None) -> str:
@@ -176,8 +203,10 @@ def dump(directory=None, reason=None) -> str:
 
 def _write_dump(directory, reason):
     with _LOCK:
-        snapshot = [dict(e) for e in _RING]
-        truncated = _STATE["recorded"] > len(_RING)
+        ring = list(_RING)
+    snapshot = [e.as_dict() for e in ring]
+    # records made since the last clear (indices count from _STATE["base"]) beyond the ring's
+    truncated = bool(ring) and ring[-1].index + 1 - _STATE["base"] > len(ring)
     parts = {}
     if _STATE["process"] is not None:
         parts[_STATE["process"]] = []
