@@ -468,3 +468,65 @@ def test_poll_until_tests_without_pause_then_backs_off():
     began = time.monotonic()
     assert not poll_until(lambda: False, timeout=0.05)
     assert time.monotonic() - began >= 0.05
+
+
+def test_three_devices_per_process_and_a_hybrid_mesh_after_reconfigure(tmp_path):
+    """3 processes x 3 devices: a (data, model) mesh with data across the processes and model
+    inside each; collectives over either axis and both, and a compiled data-parallel gradient
+    step, against NumPy; then rank 1 dies, the survivors reconfigure, build the surviving
+    (2, 3) mesh and compute the same things on it."""
+    proc = run_job(tmp_path, 3, textwrap.dedent("""
+        import os, signal
+        from starling.sharding import Mesh
+        D = st.devices()
+        assert len(D) == 9 and len(st.local_devices()) == 3
+        assert [d.process_index for d in D] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+        mesh = make_mesh((3, 3), ("data", "model"))
+        rng = np.random.default_rng(0)
+        X = rng.standard_normal((18, 6)).astype(np.float32)
+        W = rng.standard_normal((6, 3)).astype(np.float32)
+
+        def checks(mesh, X, tag):
+            nd, nm = mesh.shape["data"], mesh.shape["model"]
+            x = st.device_put(X, NamedSharding(mesh, P("data", "model")))
+            blocks = X.reshape(nd, X.shape[0] // nd, nm, X.shape[1] // nm).transpose(0, 2, 1, 3)
+            for axes, want in ((("model",), blocks.sum(1, keepdims=True)),
+                               (("data",), blocks.sum(0, keepdims=True)),
+                               (("data", "model"), blocks.sum((0, 1), keepdims=True))):
+                f = st.shard_map(lambda b, axes=axes: lax.psum(b, axes), mesh,
+                                 in_specs=P("data", "model"), out_specs=P("data", "model"))
+                got = np.asarray(dist.process_allgather(f(x)))
+                full = np.broadcast_to(want, blocks.shape).transpose(0, 2, 1, 3).reshape(X.shape)
+                close(got, full, 1e-4)
+            # data-parallel gradient of a linear model, compiled, rows split over every device
+            xs = st.device_put(X, NamedSharding(mesh, P(("data", "model"))))
+            loss = lambda w, x: snp.mean((x @ w) ** 2)
+            g = st.compile(st.grad(loss))(W, xs)
+            close(dist.process_allgather(g), 2 * X.T @ (X @ W) / (X.shape[0] * W.shape[1]), 1e-4)
+            print(f"rank {r} {tag} OK", flush=True)
+
+        checks(mesh, X, "9 devices")
+        dist.barrier()
+        if r == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        try:
+            checks(mesh, X, "stale")
+            raise AssertionError("no RankFailure")
+        except dist.RankFailure as e:
+            assert e.failed_ranks == (1,), (e.failed_ranks, str(e))
+        removed = dist.world_group().reconfigure()
+        assert tuple(removed) == (1,), removed
+        small = dist.surviving_mesh(mesh)
+        assert small.shape == {"data": 2, "model": 3}, small.shape
+        # the survivors are renumbered (as MPI's shrink does): old rank 2 is process 1 now
+        assert [d.process_index for d in small.flat_devices] == [0, 0, 0, 1, 1, 1]
+        assert dist.get_world_size() == 2 and dist.get_rank() == (0 if r == 0 else 1)
+        checks(small, X[:12], "6 devices")
+        print(f"rank {r} OK", flush=True)
+    """), timeout=180, extra=("--fault-tolerant",), devices=3)
+    assert proc.returncode == 0 or "rank 0 OK" in proc.stdout, proc.stdout[-3000:] + \
+        proc.stderr[-3000:]
+    for rank in (0, 2):
+        assert f"rank {rank} OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert f"rank {rank} 6 devices OK" in proc.stdout
+    assert proc.stdout.count("9 devices OK") == 3, proc.stdout[-3000:]
