@@ -103,6 +103,26 @@ def test_traced_group_sizes_are_clamped():
     np.testing.assert_allclose(got, _reference(x, w, [0, 3, 2]), rtol=1e-12)
 
 
+@pytest.mark.parametrize("backend", [None, "cpp", "numpy_ref"])
+def test_an_inf_stays_in_its_group_and_huge_sizes_do_not_wrap(backend):
+    """Found by review: an inf in one group's matrix must not turn other groups' rows (or rows
+    past the last group) into NaN; sizes near 2**63 must neither pass the eager check by
+    wrapping around nor break the clamping of traced sizes."""
+    x = np.ones((4, 2), np.float32)
+    w = np.ones((2, 2, 3), np.float32)
+    w[0, 0, 0] = np.inf
+    f = (lambda a, b, s: lax.ragged_dot(a, b, s)) if backend is None else \
+        starling.compile(lambda a, b, s: lax.ragged_dot(a, b, s), backend=backend)
+    got = np.asarray(f(x, w, np.array([1, 2], np.int32)))
+    np.testing.assert_array_equal(got[:, 0], [np.inf, 2, 2, 0])
+    huge = np.array([2 ** 63 - 1, 2], np.int64)
+    if backend is None:
+        with pytest.raises(ValueError, match="sum to 9223372036854775809 > m = 4"):
+            f(x, w, huge)
+    else:
+        np.testing.assert_array_equal(np.asarray(f(x, w, huge))[:, 1], [2, 2, 2, 2])
+
+
 def test_vmap_over_group_sizes_only():
     rng = np.random.default_rng(4)
     x, w = rng.standard_normal((4, 3)), rng.standard_normal((2, 3, 2))

@@ -386,6 +386,20 @@ def test_grouped_products_and_their_weight_gradients_are_kernels(dt):
             np.testing.assert_allclose(g, h, rtol=tol, atol=tol * scale)
 
 
+def test_grouped_kernel_keeps_an_inf_in_its_group():
+    """Found by review: the rows of a tile outside a group are zeros in that group's product,
+    and 0 * inf must not reach them (nor rows past the last group); sizes near 2**63 clamp."""
+    from starling import lax
+    x = np.ones((4, 2), np.float32)
+    w = np.ones((2, 2, 3), np.float32)
+    w[0, 0, 0] = np.inf
+    f = tcompile(lambda a, b, s: lax.ragged_dot(a, b, s))
+    np.testing.assert_array_equal(np.asarray(f(x, w, np.array([1, 2], np.int32)))[:, 0],
+                                  [np.inf, 2, 2, 0])
+    huge = np.array([2 ** 63 - 1, 2], np.int64)
+    np.testing.assert_array_equal(np.asarray(f(x, w, huge))[:, 1], [2, 2, 2, 2])
+
+
 def test_grouped_kernels_compile_for_sm90a():
     from starling import lax
     x = np.ones((256, 64), ml_dtypes.bfloat16)

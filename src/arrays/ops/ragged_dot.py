@@ -98,8 +98,10 @@ def _abstract(lhs, rhs, gs, *, mode, preferred_element_type):
 
 
 def _offsets(sizes, m):
-    """Row offsets ``[0, s0, s0 + s1, ...]`` of the groups, clamped to ``[0, m]``."""
-    return np.minimum(np.concatenate([[0], np.cumsum(np.maximum(sizes, 0), dtype=np.int64)]), m)
+    """Row offsets ``[0, s0, s0 + s1, ...]`` of the groups, clamped to ``[0, m]`` (each size is
+    clamped to ``[0, m]`` first, so the running sum cannot overflow)."""
+    sizes = np.clip(np.asarray(sizes), 0, m).astype(np.int64)
+    return np.minimum(np.concatenate([[0], np.cumsum(sizes)]), m)
 
 
 def _impl(lhs, rhs, gs, *, mode, preferred_element_type):
@@ -140,7 +142,7 @@ def _check_concrete_sizes(gs, m):
     sizes = np.asarray(gs)
     if (sizes < 0).any():
         raise ValueError(f"ragged_dot: group_sizes must be non-negative, got {sizes.tolist()}")
-    total = sizes.sum(axis=-1)
+    total = np.asarray(sizes.astype(object).sum(axis=-1))   # Python ints: no wrap-around
     if (total > m).any():
         raise ValueError(f"ragged_dot: group_sizes sum to {total.max()} > m = {m} rows of lhs "
                          f"(group_sizes {sizes.tolist()})")

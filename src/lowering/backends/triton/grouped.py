@@ -6,14 +6,17 @@ launch per product whatever the routing):
 
 * ``rows`` (``out[r] = lhs[r] @ rhs[group(r)]``, out ``(*b, m, n)``): a program per
   ``BM x BN`` tile of the output. It walks the groups in order, keeping the running row offset,
-  and for each group that overlaps its rows adds the product of those rows (the others masked
-  to zero) with the group's matrix, ``K`` in steps of ``BK``. A tile meets one or two groups in
-  the usual case; rows past the last group stay zero.
+  and for each group that overlaps its rows computes the product of those rows (the others
+  masked to zero) with the group's matrix, ``K`` in steps of ``BK``, and takes it for the
+  group's rows only (so an inf in one group's matrix cannot reach another group's rows as
+  0 * inf). A tile meets one or two groups in the usual case; rows past the last group stay
+  zero.
 * ``contract`` (``out[i] = lhs[rows_i]^T @ rhs[rows_i]``, out ``(*b, g, k, n)``, the weight
   gradient): a program per ``BM x BN`` tile of one group's ``(k, n)`` result; it sums the
   group's row offset and walks the group's rows in steps of ``BK``.
 
-Sizes follow the primitive: negative sizes count as 0 and groups are cut at row ``m``. The
+Sizes follow the primitive: negative sizes count as 0 and groups are cut at row ``m`` (each
+size clamped to ``[0, m]`` before it is added, so no sum overflows). The
 operands are read through their element strides, so they need no particular alignment (unlike
 TMA-based grouped GEMMs, which want 16-byte aligned rows). The products and accumulators are
 those of matmul.py (``dot_step``): float32 accumulators, IEEE float32 products, bfloat16 on the
@@ -83,11 +86,14 @@ def render(eqn, name):
             "    start = pb * 0",
             f"    for i in range(0, {g}):",
             f"        size = tl.load(in2 + o2 + i * {s(2, nb)}).to(tl.int64)",
-            "        end = start + tl.where(size > 0, size, 0)",
+            f"        end = start + tl.where(size > 0, tl.where(size < {m}, size, {m}), 0)",
             f"        end = tl.where(end < {m}, end, {m})",
             "        lo = tl.where(start > pm * BM, start, pm * BM)",
             "        hi = tl.where(end < pm * BM + BM, end, pm * BM + BM)",
             "        if lo < hi:",
+            # the group's own product, then taken for its rows only: the other rows of the
+            # tile (zeros here) times an inf of this group's matrix would give NaN
+            f"            part = tl.full((BM, BN), 0, {acc_t})",
             f"            for k0 in range(0, {k}, BK):",
             "                kk = (k0 + tl.arange(0, BK)).to(tl.int64)",
             f"                a = tl.load(in0 + o0 + rm[:, None] * {s(0, nb)} + kk[None, :] * "
@@ -96,7 +102,8 @@ def render(eqn, name):
             f"                b = tl.load(in1 + o1 + i * {s(1, nb)} + kk[:, None] * "
             f"{s(1, nb + 1)} + rn[None, :] * {s(1, nb + 2)}, mask=(kk[:, None] < {k}) & "
             f"(rn[None, :] < {n}), other=0)",
-        ] + dot_step(dt, "                ") + [
+        ] + dot_step(dt, "                ", "part") + [
+            "            acc = tl.where((rm[:, None] >= start) & (rm[:, None] < end), part, acc)",
             "        start = end",
         ]
     elif mode == "contract":
@@ -112,10 +119,10 @@ def render(eqn, name):
             "    start = pb * 0",
             "    for i in range(0, ig):",
             f"        size = tl.load(in2 + o2 + i * {s(2, nb)}).to(tl.int64)",
-            "        start = start + tl.where(size > 0, size, 0)",
-            f"    start = tl.where(start < {m}, start, {m})",
+            f"        start = start + tl.where(size > 0, tl.where(size < {m}, size, {m}), 0)",
+            f"        start = tl.where(start < {m}, start, {m})",
             f"    size = tl.load(in2 + o2 + ig * {s(2, nb)}).to(tl.int64)",
-            "    end = start + tl.where(size > 0, size, 0)",
+            f"    end = start + tl.where(size > 0, tl.where(size < {m}, size, {m}), 0)",
             f"    end = tl.where(end < {m}, end, {m})",
             "    for r0 in range(start, end, BK):",
             "        rr = (r0 + tl.arange(0, BK)).to(tl.int64)",

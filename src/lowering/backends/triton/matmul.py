@@ -44,7 +44,7 @@ def _operand_strides(chain, base, rank, dims):
     return [f"s{base}_{perm[d]}" for d in dims]   # view dim d is base dim perm[d]
 
 
-def dot_step(dt, ind):
+def dot_step(dt, ind, acc="acc"):
     """Lines (indented by ``ind``) adding ``a @ b`` (tiles of dtype ``dt`` just loaded) to
     ``acc``: float32 products in IEEE precision (no TF32); bfloat16 products on the tensor
     cores, except in the interpreter (``WIDE``), whose bfloat16 arithmetic flushes subnormals:
@@ -52,11 +52,12 @@ def dot_step(dt, ind):
     exact in float32: the same sums)."""
     if dt != dtypes.bfloat16:
         prec = ', input_precision="ieee"' if dt == np.float32 else ""
-        return [f"{ind}acc = tl.dot(a, b, acc{prec})"]
+        return [f"{ind}{acc} = tl.dot(a, b, {acc}{prec})"]
     return [f"{ind}if WIDE:", f"{ind}    a = st_from_bf16(a)", f"{ind}    b = st_from_bf16(b)",
             f"{ind}else:", f"{ind}    a = a.to(tl.bfloat16, bitcast=True)",
-            f"{ind}    b = b.to(tl.bfloat16, bitcast=True)", f"{ind}    acc = tl.dot(a, b, acc)",
-            f"{ind}if WIDE:", f'{ind}    acc = tl.dot(a, b, acc, input_precision="ieee")']
+            f"{ind}    b = b.to(tl.bfloat16, bitcast=True)",
+            f"{ind}    {acc} = tl.dot(a, b, {acc})",
+            f"{ind}if WIDE:", f'{ind}    {acc} = tl.dot(a, b, {acc}, input_precision="ieee")']
 
 
 def widen_step(dt, narrow, ind):
