@@ -93,9 +93,26 @@ def test_e8m0_moves_but_takes_no_arithmetic():
     for fn, match in ((lambda: s + s, "add: float8_e8m0fnu holds scales"),
                       (lambda: s < s, "less: float8_e8m0fnu holds scales"),
                       (lambda: s * np.float32(2), "float8_e8m0fnu holds scales"),
-                      (lambda: s + 1.0, "float8_e8m0fnu holds scales")):
+                      (lambda: s + 1.0, "float8_e8m0fnu holds scales"),
+                      # found by review: math functions promoted it to float32, products ran
+                      # eagerly but not compiled
+                      (lambda: snp.exp(s), "exp: float8_e8m0fnu holds scales"),
+                      (lambda: snp.sqrt(s), "sqrt: float8_e8m0fnu holds scales"),
+                      (lambda: s @ s, "matmul: float8_e8m0fnu holds scales"),
+                      (lambda: snp.dot(s, s), "dot: float8_e8m0fnu holds scales"),
+                      (lambda: starling.compile(lambda a: a @ a)(s), "float8_e8m0fnu holds"),
+                      (lambda: lax.dot_general(np.ones((2, 2), np.float32),
+                                               np.ones((2, 2), np.float32),
+                                               (((1,), (0,)), ((), ())),
+                                               preferred_element_type=E8M0),
+                       "preferred_element_type float8_e8m0fnu holds scales")):
         with pytest.raises(TypeError, match=match):
             fn()
+    # reductions compute in float32 and round back, eagerly and compiled alike
+    for red in (snp.sum, snp.max, snp.min, lambda a: snp.sort(a)[::-1]):
+        eager, compiled = red(s), starling.compile(red)(s)
+        assert eager.dtype == compiled.dtype == E8M0
+        np.testing.assert_array_equal(bits_of(eager), bits_of(compiled))
     assert float(snp.finfo(snp.float8_e8m0fnu).max) == 2.0 ** 127
 
 

@@ -530,3 +530,34 @@ def test_three_devices_per_process_and_a_hybrid_mesh_after_reconfigure(tmp_path)
         assert f"rank {rank} OK" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
         assert f"rank {rank} 6 devices OK" in proc.stdout
     assert proc.stdout.count("9 devices OK") == 3, proc.stdout[-3000:]
+
+
+def test_a_timed_out_collective_keeps_its_buffers_until_the_late_rank_comes(tmp_path):
+    """Found by review: after a timeout the abandoned request did not keep its send / result
+    buffers alive; freed, they were reused for new arrays, so the late rank summed whatever was
+    there and its result was written into an array the user held."""
+    proc = run_job(tmp_path, 2, """
+        import gc, time
+        N = 1000
+        if r == 0:
+            try:
+                dist.all_reduce(np.full(N, 7.0, np.float32), timeout=0.5)
+                raise AssertionError("no timeout")
+            except dist.CollectiveTimeout:
+                pass
+            gc.collect()
+            held = [snp.asarray(np.full(N, 1.0, np.float32)) + 0 for _ in range(20)]
+            t0 = time.time()
+            while time.time() - t0 < 3:
+                dist.failures._reap()
+                time.sleep(0.01)
+            bad = [i for i, h in enumerate(held) if not np.all(np.asarray(h) == 1)]
+            assert not bad, bad
+        else:
+            time.sleep(1.5)
+            late = np.asarray(dist.all_reduce(np.full(N, 7.0, np.float32), timeout=30))
+            assert np.all(late == 14.0), np.unique(late)
+        dist.barrier()
+        print(f"rank {r} OK", flush=True)
+    """)
+    assert_ranks_ok(proc, 2)

@@ -125,6 +125,23 @@ def test_dot_general_preferred_element_type():
     assert np.asarray(got)[0, 0] == 300 * 10000
 
 
+def test_preferred_element_type_keeps_the_operands_kind():
+    """Found by review: a float product asked for int32 truncated the operands eagerly but the
+    product in Triton kernels; as JAX, the kinds must agree (bool may ask for an integer)."""
+    f = np.ones((2, 2), np.float32)
+    dn = (((1,), (0,)), ((), ()))
+    for call in (lambda: dot_general(f, f, dn, preferred_element_type=np.int32),
+                 lambda: snp.matmul(f, f, preferred_element_type=np.int8),
+                 lambda: snp.tensordot(f, f, axes=1, preferred_element_type=np.complex64),
+                 lambda: dot_general(np.ones((2, 2), np.int32), np.ones((2, 2), np.int32), dn,
+                                     preferred_element_type=np.float32)):
+        with pytest.raises(TypeError, match="preferred_element_type .* does not fit"):
+            call()
+    b = np.ones((2, 3), bool)
+    assert snp.matmul(b, b.T, preferred_element_type=np.int32).dtype == np.int32
+    assert dot_general(f, f, dn, preferred_element_type=np.float64).dtype == np.float64
+
+
 def test_integer_matmul_wraps_like_numpy():
     x = np.array([[100, 100], [1, 2]], np.int8)
     got = snp.matmul(A(x), A(x))

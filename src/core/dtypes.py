@@ -7,9 +7,11 @@ float8_e5m2, float4_e2m1fn) come from ml_dtypes.
 the powers of two ``2**-127 .. 2**127`` and NaN (byte 0xff), no sign, no zero. It holds the
 block scales of the MX formats (src/arrays/ops/block_scaled.py) and supports what scales need:
 conversion to and from the other dtypes (core/casting.py), bit casts and ops that move or
-select values (reshape, indexing, concatenate, where, choose; reductions such as max).
-Elementwise arithmetic and comparisons reject it with a TypeError (convert to float32 first),
-as PyTorch does; it is not in ``ALL_DTYPES`` and promotes with nothing.
+select values (reshape, indexing, concatenate, where, choose). Reductions (sum, max, sort...)
+compute on its values in float32 and round back, like the other low-precision formats.
+Elementwise arithmetic, comparisons, math functions and products (matmul, dot_general, and as
+``preferred_element_type``) reject it with a TypeError (convert to float32 first), as PyTorch
+does; it is not in ``ALL_DTYPES`` and promotes with nothing.
 
 Promotion follows JAX's lattice (see the JAX design note "Design of Type Promotion Semantics").
 Python scalars are *weak*: they take the dtype of the array they meet, so ``x_f32 + 1.0`` is

@@ -120,18 +120,22 @@ def detect_failures(op, comm):
 
 _SPIN = 1e-3        # seconds of continuous Test calls before a timed wait starts to sleep
 _MAX_SLEEP = 5e-3   # the longest sleep between two Test calls (bounds the delay to notice)
-_ABANDONED: list = []   # requests given up on by a timeout: kept (with their buffers) until done
+# (request, what holds its buffers) given up on by a timeout: kept until done, since MPI still
+# reads and writes the buffers (an mpi4py request does not hold them: freed, they would be
+# reused for other arrays and overwritten when a late peer arrives)
+_ABANDONED: list = []
 
 
 def _reap():
-    """Drops abandoned requests that have completed since (a late peer arrived)."""
+    """Drops abandoned requests (and the buffers kept with them) that have completed since (a
+    late peer arrived)."""
     if not _ABANDONED:
         return
     keep = []
-    for req in _ABANDONED:
+    for item in _ABANDONED:
         try:
-            if not req.Test():
-                keep.append(req)
+            if not item[0].Test():
+                keep.append(item)
         except Exception:   # it failed after all: nothing more to wait for
             pass
     _ABANDONED[:] = keep
@@ -195,7 +199,7 @@ def complete(rec, comm, timeout, start, poll=1e-4, blocking=None):
         else:
             req = start() if callable(start) else start
             if not poll_until(req.Test, timeout, poll):
-                raise timed_out(rec, comm, timeout, req)
+                raise timed_out(rec, comm, timeout, req, keep=start)
     except MPI.Exception as e:
         raise mpi_error(rec, comm, e) from None
     fr.end(rec, "completed")
@@ -214,14 +218,16 @@ def mpi_error(rec, comm, exc):
     return exc
 
 
-def timed_out(rec, comm, timeout, req):
-    """The CollectiveTimeout of ``rec`` (request ``req`` abandoned, the ring dumped)."""
+def timed_out(rec, comm, timeout, req, keep=None):
+    """The CollectiveTimeout of ``rec`` (request ``req`` abandoned, the ring dumped). ``keep``:
+    what references the operation's buffers (the function that started it), kept alive with
+    the request until it completes."""
     if rec.kind == "recv":
         try:   # an abandoned receive would swallow a later message meant for another call
             req.Cancel()
         except Exception:
             pass
-    _ABANDONED.append(req)   # MPI may still write into its buffers: keep them alive
+    _ABANDONED.append((req, keep))   # MPI may still use its buffers: keep them alive
     missing, different, unknown = fr.arrival_status(rec)
     what = ("collective" if rec.kind == "collective" else "message") + f" #{rec.seq}"
     parts = [f"{rec.op}: timed out after {timeout} s ({what} of group {rec.track.uid}, "

@@ -267,7 +267,7 @@ def _call(op, group, x, timeout, async_op, start, finish, blocking=None, **recor
             return _PENDING
         complete(rec, group.comm, t, req)
         return run_post(op, group, finish())
-    return Work(run, lambda seconds: timed_out(rec, group.comm, seconds, req))
+    return Work(run, lambda seconds: timed_out(rec, group.comm, seconds, req, keep=start))
 
 
 def _buf(x, op, group, timeout, async_op):

@@ -126,6 +126,8 @@ def promote_operands(op, args, domain="any"):
         dt, weak = dtypes.result_type(*infos)
     except TypeError as e:
         raise TypeError(f"{op}: {e}") from None
+    if dt in dtypes.SCALE_FLOATS:   # before promotion to float could hide it
+        _check_domain(op, dt, domain)
     if domain in _PROMOTE_TO_FLOAT:
         dt, weak = _float_target(dt, weak)
     _check_domain(op, dt, domain)

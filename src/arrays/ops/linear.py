@@ -43,6 +43,7 @@ __all__ = ["matmul", "dot", "vdot", "inner", "outer", "tensordot", "einsum", "ve
 
 _LOW = frozenset((dtypes.float16, dtypes.bfloat16) + dtypes.LOW_PRECISION_FLOATS)
 _GEMM = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
+_SCALE = frozenset(dtypes.SCALE_FLOATS)
 
 try:
     from ... import _native
@@ -154,6 +155,9 @@ def _check_dimension_numbers(op, lshape, rshape, ldt, rdt, dimension_numbers):
     (lc, rc), (lb, rb) = dimension_numbers
     if ldt != rdt:
         raise TypeError(f"{op}: operands must have one dtype (promote first), got {ldt} and {rdt}")
+    if ldt in dtypes.SCALE_FLOATS:
+        raise TypeError(f"{op}: {ldt} holds scales and takes part in no products; convert the "
+                        f"operands first (.astype(float32))")
     for name, axes, shape in (("lhs contracting", lc, lshape), ("rhs contracting", rc, rshape),
                               ("lhs batch", lb, lshape), ("rhs batch", rb, rshape)):
         for a in axes:
@@ -209,7 +213,7 @@ def dot_general(lhs, rhs, dimension_numbers, preferred_element_type=None):
     nl, nr = lhs.ndim, rhs.ndim
     dn = ((_axes("dot_general", lc, nl), _axes("dot_general", rc, nr)),
           (_axes("dot_general", lb, nl), _axes("dot_general", rb, nr)))
-    pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+    pet = preferred_dtype("dot_general", lhs.dtype, preferred_element_type)
     _check_dimension_numbers("dot_general", lhs.shape, rhs.shape, lhs.dtype, rhs.dtype, dn)
     return _bind(lhs, rhs, dn, pet)
 
@@ -324,7 +328,7 @@ dot_general_p.is_linear = True
 
 def _pair(op, x1, x2):
     if (type(x1) is Array and type(x2) is Array and x1._buf.dtype is x2._buf.dtype
-            and x1._weak is x2._weak):
+            and x1._weak is x2._weak and x1._buf.dtype not in _SCALE):
         return x1, x2
     return promote_operands(op, (x1, x2))
 
@@ -333,8 +337,36 @@ def _axes(op, axes, ndim):
     return tuple(normalize_axis(op, a, ndim) for a in axes)
 
 
-def _pet(preferred_element_type):
-    return None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+def _kind(dt):
+    return ("bool" if dtypes.is_bool(dt) else "integer" if dtypes.is_integer(dt) else
+            "complex" if dtypes.is_complex(dt) else "floating")
+
+
+def preferred_dtype(op, dt, preferred_element_type):
+    """The ``preferred_element_type`` of a product of ``dt`` operands, canonicalized (None stays
+    None).
+
+    Raises:
+        TypeError: a kind other than the operands' (as JAX: integer products stay integer,
+            floating ones floating, complex ones complex; bool operands may ask for an integer
+            type), or the scale dtype float8_e8m0fnu.
+    """
+    if preferred_element_type is None:
+        return None
+    pet = dtypes.canonicalize(preferred_element_type)
+    if pet in dtypes.SCALE_FLOATS:
+        raise TypeError(f"{op}: preferred_element_type {pet} holds scales and is no product "
+                        f"dtype; use float32")
+    k, kp = _kind(dt), _kind(pet)
+    if k != kp and not (k == "bool" and kp == "integer"):
+        raise TypeError(f"{op}: preferred_element_type {pet} ({kp}) does not fit {dt} operands "
+                        f"({k}): both must be integer, floating or complex (cast the operands "
+                        f"first)")
+    return pet
+
+
+def _pet(preferred_element_type, dt, op):
+    return preferred_dtype(op, dt, preferred_element_type)
 
 
 def _permute(x, perm):
@@ -395,7 +427,7 @@ def matmul(x1, x2, /, *, preferred_element_type=None):
     if (type(x1) is Array and type(x2) is Array and preferred_element_type is None
             and current_trace() is EVAL_TRACE):
         b1, b2 = x1._buf, x2._buf
-        if b1.dtype is b2.dtype and x1._weak is x2._weak:
+        if b1.dtype is b2.dtype and x1._weak is x2._weak and b1.dtype not in _SCALE:
             dn = _direct_matmul(b1.shape, b2.shape)
             if dn is not None:
                 # The primitive's own impl, without the bind round trip (eager hot path).
@@ -411,7 +443,7 @@ def matmul(x1, x2, /, *, preferred_element_type=None):
     if s1[-1] != k2:
         raise ValueError(f"matmul: contracting dims differ: {tuple(s1)} @ {tuple(s2)} "
                          f"({s1[-1]} != {k2})")
-    pet = _pet(preferred_element_type)
+    pet = _pet(preferred_element_type, x1.dtype, "matmul")
     if n2 <= 2 or n1 == 1:
         # No batch dims needed: the free dims of dot_general land in matmul's order already.
         return _bind(x1, x2, (((n1 - 1,), (max(n2 - 2, 0),)), ((), ())), pet)
@@ -462,7 +494,7 @@ def dot(a, b, /, *, preferred_element_type=None):
     """
     a, b = _pair("dot", a, b)
     na, nb = a.ndim, b.ndim
-    pet = _pet(preferred_element_type)
+    pet = _pet(preferred_element_type, a.dtype, "dot")
     if na == 0 or nb == 0:
         return _bind(a, b, (((), ()), ((), ())), pet)
     kb = max(nb - 2, 0)
@@ -556,7 +588,7 @@ def tensordot(x1, x2, /, *, axes=2, preferred_element_type=None):
             raise ValueError(f"tensordot: shape mismatch for sum: {tuple(x1.shape)} axis {i} "
                              f"(size {x1.shape[i]}) vs {tuple(x2.shape)} axis {j} "
                              f"(size {x2.shape[j]})")
-    return _bind(x1, x2, ((a1, a2), ((), ())), _pet(preferred_element_type))
+    return _bind(x1, x2, ((a1, a2), ((), ())), _pet(preferred_element_type, x1.dtype, "tensordot"))
 
 
 def vecdot(x1, x2, /, *, axis=-1):

@@ -45,7 +45,7 @@ from . import shape_lax
 from .convert_element_type import convert_element_type
 from ..convert import operand
 from .elementwise_family import promote_operands
-from .linear import _dot_general_impl
+from .linear import _dot_general_impl, preferred_dtype
 from .rules import add_tangents
 
 __all__ = ["ragged_dot"]
@@ -164,7 +164,8 @@ def ragged_dot(lhs, rhs, group_sizes, preferred_element_type=None):
     Raises:
         ValueError: shapes that do not fit the above (the message names all three shapes);
             concrete group sizes that are negative or sum past ``m``.
-        TypeError: a non-integer ``group_sizes``; operand dtypes with no promotion.
+        TypeError: a non-integer ``group_sizes``; operand dtypes with no promotion; a
+            ``preferred_element_type`` of another kind than the operands' (float -> int).
 
     ``grad`` / ``vmap`` / ``jvp`` / ``compile`` and sharding (batch, ``n`` and ``k`` dims) work;
     the weight gradient is the same grouped product in its ``contract`` mode
@@ -172,7 +173,7 @@ def ragged_dot(lhs, rhs, group_sizes, preferred_element_type=None):
     """
     lhs, rhs = promote_operands("ragged_dot", (lhs, rhs), domain="numeric")
     gs = operand(group_sizes, "ragged_dot")
-    pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+    pet = preferred_dtype("ragged_dot", lhs.dtype, preferred_element_type)
     _abstract(lhs.aval, rhs.aval, gs.aval, mode="rows", preferred_element_type=pet)
     _check_concrete_sizes(gs, lhs.shape[-2])
     return _bind(lhs, rhs, gs, "rows", pet)
