@@ -8,10 +8,9 @@ buffers the operands are *views* of; its equations are first the view chains fro
 to the operands (transpose, reshape, squeeze, broadcast_in_dim, slice: the backend reads the
 buffers through strides instead of materialising the views; and exact widenings of
 low-precision operands, ``is_operand_cast``, for backends that load them narrow), then the
-``dot_general``
-producing ``d``, then the epilogue (the former fused group: bias add, activation, scale, casts,
-row reductions ...); outvars are ``d`` itself when it is needed outside (then always first)
-followed by the group's outputs. Param ``name`` is a display name.
+``dot_general`` producing ``d``, then the epilogue (the former fused group: bias add,
+activation, scale, casts, row reductions ...); outvars are ``d`` itself when it is needed
+outside (then always first) followed by the group's outputs. Param ``name`` is a display name.
 
 The reference implementation evaluates the sub-Program, and the JVP / batching rules are those
 of ``fused_kernel`` (they transform the sub-Program), so a Program holding ``fused_matmul`` still

@@ -72,9 +72,9 @@ logger = logging.getLogger("starling.lowering")
 # Primitives whose NumPy implementation IS the intended native path (the native GEMM, views,
 # one copy loop in C that a generated kernel would repeat, or reimplemented below): never
 # reported as fallbacks.
-_NATIVE_BY_DESIGN = frozenset({"dot_general", "ragged_dot", "reshape", "squeeze", "broadcast_in_dim",
-                               "transpose", "while", "switch", "scan", "stop_gradient",
-                               "real", "imag", "slice", "concatenate", "pad"})
+_NATIVE_BY_DESIGN = frozenset({"dot_general", "ragged_dot", "reshape", "squeeze",
+                               "broadcast_in_dim", "transpose", "while", "switch", "scan",
+                               "stop_gradient", "real", "imag", "slice", "concatenate", "pad"})
 _REPORTED = set()
 _WARNED_NO_COMPILER = []
 

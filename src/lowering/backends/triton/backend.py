@@ -15,8 +15,9 @@ elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
 (``codegen.INTERPRETER_BLOCK``).
 
 Kernels compute elementwise groups and their reductions (sum / prod / max / min / and / or /
-argmax / argmin over one set of axes), (batched) matrix products with their elementwise epilogues (matmul.py),
-grouped products (``ragged_dot``, grouped.py) and random bits (Philox4x32-10, random.py).
+argmax / argmin over one set of axes), (batched) matrix products with their elementwise
+epilogues (matmul.py), grouped products (``ragged_dot``, grouped.py) and random bits
+(Philox4x32-10, random.py).
 Not yet here (issue: GPU backends): device buffers (and so GPU launches from ``compile``:
 autotune.py tunes launches where the caller has device tensors).
 """

@@ -12,8 +12,8 @@ Supported: 2-D products (one contracting dim each side) and batched ones (any nu
 dims: a program per tile of one batch element) whose operands are the buffers themselves or
 transposes of them (read through permuted strides), float16 / bfloat16 / float32 / float64
 operands of one dtype, or float32 products of operands widened from low-precision buffers
-(``widen_step``: float8 ``scaled_matmul`` on the tensor cores). Others raise NotFusible: the epilogue pass then leaves
-the product to the host and the epilogue to the elementwise kernels.
+(``widen_step``: float8 ``scaled_matmul`` on the tensor cores). Others raise NotFusible: the
+epilogue pass then leaves the product to the host and the epilogue to the elementwise kernels.
 """
 from __future__ import annotations
 
@@ -66,9 +66,9 @@ def widen_step(dt, narrow, ind):
     operands of one format multiply on the tensor cores (wgmma), whose reduced-precision sums
     are added into the float32 accumulator after every ``BK`` step (``max_num_imprecise_acc=BK``,
     as CUTLASS and PyTorch's ``use_fast_accum=False`` do; 0 would make Triton give up the float8
-    instructions); elsewhere, and in
-    the interpreter (``WIDE``), the operands are widened exactly and multiplied in float32:
-    products of float8 values are exact there, so only the order of the sums differs."""
+    instructions); elsewhere, and in the interpreter (``WIDE``), the operands are widened
+    exactly and multiplied in float32: products of float8 values are exact there, so only the
+    order of the sums differs."""
     wide = [f"{ind}{x} = {F.render_cast(x, t, dt)}" for x, t in zip("ab", narrow) if t != dt]
     ieee = [f'{ind}acc = tl.dot(a, b, acc, input_precision="ieee")']
     fp8 = _FP8.get(narrow[0])
