@@ -121,6 +121,8 @@ def _short(dt):
 REDUCTIONS = frozenset({"reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_and",
                         "reduce_or", "argmax", "argmin"})
 _ARG_SENTINEL = 1 << 62   # the index of a lane that has seen nothing yet (above every real one)
+_MONOIDS = {"reduce_sum": (0, "+", "tl.standard._sum_combine"),
+            "reduce_prod": (1, "*", "st_mul_combine")}
 
 
 def render(program, name):
@@ -308,18 +310,13 @@ def _reduction(name, acc, x, dt, out):
     xv = F.render_cast(x, dt, wide) if wide != dt else x
     if name in ("argmax", "argmin"):
         return _arg_reduction(name, acc, k, xv, wide)
-    if name == "reduce_prod":
+    if name in _MONOIDS:   # sum / prod: identity, operator, combine of a row's lanes
         if wide.kind not in "iuf":
             raise NotFusible(f"{name} of {dt}")
-        init = [f"    {acc} = {F.literal(1, wide)}"]
-        upd = [f"{acc} = {acc} * tl.where(mask, {xv}, {F.literal(1, wide)})"]
-        fin = [f"    r{k} = tl.reduce({_rows(acc)}, 1, st_mul_combine)"]
-    elif name == "reduce_sum":
-        if wide.kind not in "iuf":
-            raise NotFusible(f"{name} of {dt}")
-        init = [f"    {acc} = {F.literal(0, wide)}"]
-        upd = [f"{acc} = {acc} + tl.where(mask, {xv}, {F.literal(0, wide)})"]
-        fin = [f"    r{k} = tl.reduce({_rows(acc)}, 1, tl.standard._sum_combine)"]
+        unit, op, combine = _MONOIDS[name]
+        init = [f"    {acc} = {F.literal(unit, wide)}"]
+        upd = [f"{acc} = {acc} {op} tl.where(mask, {xv}, {F.literal(unit, wide)})"]
+        fin = [f"    r{k} = tl.reduce({_rows(acc)}, 1, {combine})"]
     elif name in ("reduce_max", "reduce_min"):
         big = name == "reduce_max"
         cmp = ">" if big else "<"

@@ -74,6 +74,10 @@ def render(eqn, name):
     def s(i, d):
         return f"s{i}_{d}"
 
+    def size(i):   # group i's size clamped to [0, m] (so no running sum overflows)
+        v = f"tl.load(in2 + o2 + {i} * {s(2, nb)}).to(tl.int64)"
+        return f"tl.minimum(tl.maximum({v}, 0), {m})"
+
     if mode == "rows":
         n = rhs.shape[-1]
         rows, cols, tile_batch = m, n, batch
@@ -85,8 +89,7 @@ def render(eqn, name):
             f"    acc = tl.full((BM, BN), 0, {acc_t})",
             "    start = pb * 0",
             f"    for i in range(0, {g}):",
-            f"        size = tl.load(in2 + o2 + i * {s(2, nb)}).to(tl.int64)",
-            f"        end = start + tl.where(size > 0, tl.where(size < {m}, size, {m}), 0)",
+            f"        end = start + {size('i')}",
             f"        end = tl.where(end < {m}, end, {m})",
             "        lo = tl.where(start > pm * BM, start, pm * BM)",
             "        hi = tl.where(end < pm * BM + BM, end, pm * BM + BM)",
@@ -118,11 +121,9 @@ def render(eqn, name):
             f"    acc = tl.full((BM, BN), 0, {acc_t})",
             "    start = pb * 0",
             "    for i in range(0, ig):",
-            f"        size = tl.load(in2 + o2 + i * {s(2, nb)}).to(tl.int64)",
-            f"        start = start + tl.where(size > 0, tl.where(size < {m}, size, {m}), 0)",
+            f"        start = start + {size('i')}",
             f"        start = tl.where(start < {m}, start, {m})",
-            f"    size = tl.load(in2 + o2 + ig * {s(2, nb)}).to(tl.int64)",
-            f"    end = start + tl.where(size > 0, tl.where(size < {m}, size, {m}), 0)",
+            f"    end = start + {size('ig')}",
             f"    end = tl.where(end < {m}, end, {m})",
             "    for r0 in range(start, end, BK):",
             "        rr = (r0 + tl.arange(0, BK)).to(tl.int64)",
