@@ -137,17 +137,39 @@ def _native_desc(lshape, lstrides, rshape, rstrides, dimension_numbers):
 def _native_dot(lhs, rhs, dimension_numbers, out_shape):
     """The product through the native GEMM on the operands' memory, or None when their layout
     does not fold into one descriptor (or is not aligned)."""
+    out = _native.empty(out_shape, lhs.dtype)   # large results: recycled warm pages
+    return out if _native_dot_into(lhs, rhs, out, dimension_numbers) else None
+
+
+def _native_dot_into(lhs, rhs, out, dimension_numbers):
+    """Writes the product into ``out`` (C-contiguous, of the product's shape and the operands'
+    dtype) through the native GEMM; False (nothing written) when the operands' layout does not
+    fold into one descriptor or is not aligned."""
     if not (lhs.flags.aligned and rhs.flags.aligned):
-        return None
+        return False
     item = lhs.itemsize
     desc = _native_desc(lhs.shape, tuple(s // item for s in lhs.strides), rhs.shape,
                         tuple(s // item for s in rhs.strides), dimension_numbers)
     if desc is None:
-        return None
-    out = _native.empty(out_shape, lhs.dtype)   # large results: recycled warm pages
+        return False
     if out.size:
         _native.gemm(lhs, rhs, out, desc)
-    return out
+    return True
+
+
+def dot_into(lhs, rhs, out, dimension_numbers):
+    """``out[...] = dot_general(lhs, rhs)`` for NumPy operands of one dtype and a C-contiguous
+    ``out`` of the result dtype: float32 / float64 products of more than one term go straight
+    into ``out`` through the native GEMM (no temporary, no copy); others through the primitive's
+    implementation."""
+    if (lhs.dtype == rhs.dtype == out.dtype and out.dtype in _GEMM and _native is not None
+            and out.flags.c_contiguous and not in_reference_mode()):
+        (lc, _), _ = dimension_numbers
+        if math.prod(lhs.shape[i] for i in lc) > 1 and \
+                _native_dot_into(lhs, rhs, out, dimension_numbers):
+            return
+    out[...] = _dot_general_impl(lhs, rhs, dimension_numbers=dimension_numbers,
+                                 preferred_element_type=out.dtype)
 
 
 def _check_dimension_numbers(op, lshape, rshape, ldt, rdt, dimension_numbers):

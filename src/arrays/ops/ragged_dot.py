@@ -24,8 +24,8 @@ Concrete ``group_sizes`` are checked in eager calls; traced ones cannot be, and 
 (a negative size counts as 0, groups are cut at row ``m``).
 
 Accumulation: as ``dot_general`` (float16 / bfloat16 / float8 in float32, rounded once;
-integers wrap); each group's product is one ``dot_general`` evaluation, so float32 / float64
-groups run on the native GEMM. Vmapped operands become one more leading batch dim.
+integers wrap); each group's product is one ``dot_general`` evaluation, and float32 / float64
+groups run on the native GEMM writing straight into their rows of the result. Vmapped operands become one more leading batch dim.
 Sharding: the batch dims, ``n`` (``rows``: rhs and result; ``contract``: rhs and result) and
 ``k`` (``rows``: contracted, a pending sum; ``contract``: lhs and result) split; the grouped
 dim ``m`` does not (a device's rows would need the global group offsets).
@@ -45,8 +45,13 @@ from . import shape_lax
 from .convert_element_type import convert_element_type
 from ..convert import operand
 from .elementwise_family import promote_operands
-from .linear import _dot_general_impl, preferred_dtype
+from .linear import dot_into, preferred_dtype
 from .rules import add_tangents
+
+try:
+    from ... import _native
+except ImportError:   # pragma: no cover  (the extension is part of the package)
+    _native = None
 
 __all__ = ["ragged_dot"]
 
@@ -109,21 +114,24 @@ def _impl(lhs, rhs, gs, *, mode, preferred_element_type):
     nb = gs.ndim - 1
     b = gs.shape[:nb]
     out_dt = lhs.dtype if preferred_element_type is None else preferred_element_type
-    out = np.zeros(_out_shape(mode, lhs, rhs, gs), out_dt)
+    shape = _out_shape(mode, lhs, rhs, gs)
+    # recycled warm pages for large results (every row is written below)
+    out = np.empty(shape, out_dt) if _native is None else _native.empty(list(shape), out_dt)
     m = lhs.shape[nb]
     for idx in np.ndindex(*b):
         off = _offsets(gs[idx], m)
         x, y, o = lhs[idx], rhs[idx], out[idx]
         for i in range(gs.shape[nb]):
             s, e = int(off[i]), int(off[i + 1])
-            if e <= s:
-                continue
             if mode == "rows":
-                o[s:e] = _dot_general_impl(x[s:e], y[i], dimension_numbers=_MATMUL,
-                                           preferred_element_type=out_dt)
+                if e > s:   # each group's rows written in place: no temporary, no copy
+                    dot_into(x[s:e], y[i], o[s:e], _MATMUL)
+            elif e > s:
+                dot_into(x[s:e], y[s:e], o[i], _OUTER)
             else:
-                o[i] = _dot_general_impl(x[s:e], y[s:e], dimension_numbers=_OUTER,
-                                         preferred_element_type=out_dt)
+                o[i] = 0
+        if mode == "rows":
+            o[off[-1]:] = 0   # rows past the last group
     return out
 
 
