@@ -561,3 +561,45 @@ def test_a_timed_out_collective_keeps_its_buffers_until_the_late_rank_comes(tmp_
         print(f"rank {r} OK", flush=True)
     """)
     assert_ranks_ok(proc, 2)
+
+
+def test_messages_need_no_hidden_collective(tmp_path):
+    """Found by review: the header communicator of send / recv was made by the first message,
+    a collective of the whole group: the first recv ignored its timeout (it waited for the
+    sender's Dup), and a third rank in another collective meanwhile broke the job."""
+    proc = run_job(tmp_path, 3, """
+        import time
+        if r == 0:
+            time.sleep(2.0)
+            dist.send(np.ones(5, np.float32), 1, timeout=10)
+        elif r == 1:
+            t0 = time.time()
+            try:
+                dist.recv(((5,), np.float32), 0, timeout=0.5)
+                raise AssertionError("no timeout")
+            except dist.CollectiveTimeout:
+                assert time.time() - t0 < 1.8, time.time() - t0
+        dist.barrier()
+        # found by the same review: timeout= is checked as set_timeout checks its seconds
+        for bad in (0, -1, float("nan"), True, "x"):
+            for call in (lambda: dist.all_reduce(np.ones(2, np.float32), timeout=bad),
+                         lambda: dist.set_timeout(bad),
+                         lambda: dist.all_reduce(np.ones(2, np.float32), async_op=True).wait(
+                             timeout=bad)):
+                try:
+                    call()
+                    raise AssertionError(f"timeout {bad!r} accepted")
+                except ValueError as e:
+                    assert "must be positive or None" in str(e), str(e)
+        g = dist.new_group([0, 1, 2])   # a fresh group: its first messages
+        if r == 0:
+            dist.send(np.full(5, 3.0, np.float32), 1, group=g, timeout=10)
+        elif r == 1:
+            close(dist.recv(((5,), np.float32), 0, group=g, timeout=10), np.full(5, 3.0))
+        else:   # meanwhile a bystander enters the group's next collective first
+            close(dist.all_reduce(np.ones(2, np.float32), group=g, timeout=10), [3, 3])
+        if r != 2:
+            close(dist.all_reduce(np.ones(2, np.float32), group=g, timeout=10), [3, 3])
+        print(f"rank {r} OK", flush=True)
+    """)
+    assert_ranks_ok(proc, 3)

@@ -227,6 +227,8 @@ def test_recording_can_be_turned_off_and_bad_sizes_are_refused(monkeypatch):
     monkeypatch.setattr(fr, "_RING", collections.deque(maxlen=0))   # SIZE=0 at import
     assert fr.record_start("x", "p", "g", ["p"], 0, (), "float32", source="t") is None
     assert fr.record_end(None, "timeout") is None and fr.entries() == []
+    # found by review: a timeout message named a dump directory that recording off never makes
+    assert "recording is off" in fr.dumps_note() and "dumps:" not in fr.dumps_note()
 
 
 def test_ring_records_read_as_documented_dicts_and_truncation_counts_from_clear(

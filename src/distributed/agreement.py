@@ -88,12 +88,21 @@ def agreed(op, group, x, params, start, blocking):
     return checked_start, (checked_blocking if blocking is not None else None)
 
 
+def header_comm(comm):
+    """The communicator of message headers beside ``comm``: a duplicate (errors returned). Made
+    when a group is made or remade (a collective over its members, as the group's creation is):
+    made lazily by the first send / recv it would be a collective among only two of them (and
+    a hidden one, outside the message's timeout)."""
+    dup = comm.Dup()
+    dup.Set_errhandler(runtime.mpi().ERRORS_RETURN)
+    return dup
+
+
 def _header_comm(group):
     comm = getattr(group, "_header_comm", None)
     if comm is None or comm.py2f() == runtime.mpi().COMM_NULL.py2f():
-        comm = group.comm.Dup()
-        comm.Set_errhandler(runtime.mpi().ERRORS_RETURN)
-        group._header_comm = comm
+        raise ValueError(f"send / recv: group {group.name} takes no messages (a group of an "
+                         f"SPMD mesh); make one with new_group(ranks)")
     return comm
 
 

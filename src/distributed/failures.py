@@ -241,8 +241,9 @@ def timed_out(rec, comm, timeout, req, keep=None):
                      f"{different}")
     if unknown:
         parts.append(f"ranks whose arrival could not be read: {unknown}")
-    parts.append(f"flight recorder dumps: {fr.dump_dir()} (compare them with python -m "
-                 "starling.distributed.flight_recorder)")
+    note = fr.dumps_note()
+    parts.append(note + (" (compare them with python -m starling.distributed.flight_recorder)"
+                         if note.startswith("flight recorder dumps") else ""))
     err = CollectiveTimeout("; ".join(parts), missing)
     err.mismatched = tuple(different)
     fr.end(rec, "timeout", err)

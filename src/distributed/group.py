@@ -27,7 +27,7 @@ from ..core import dtypes
 from ..lowering.runtime.native import empty as pooled_empty
 from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
 from . import arrival, flight_recorder, runtime
-from .agreement import agreed, recv_checked, send_with_header
+from .agreement import agreed, header_comm, recv_checked, send_with_header
 from .failures import (complete, detect_failures, guarded, mpi_error, poll_until,
                        timed_out)
 from .hooks import run_post, run_pre
@@ -66,8 +66,12 @@ class ProcessGroup:
     members (see src/distributed/elastic.py).
     """
 
-    def __init__(self, comm, ranks=None, name="group", backend="mpi", uid=None):
+    def __init__(self, comm, ranks=None, name="group", backend="mpi", uid=None, messages=True):
         self.comm = comm
+        # the header communicator of send / recv (agreement.py), made now by every member;
+        # ``messages`` False: a group that exchanges no messages (an SPMD mesh's)
+        self._messages = messages
+        self._header_comm = header_comm(comm) if messages else None
         self.name = name
         self.backend = backend
         self.timeout = None
@@ -89,6 +93,9 @@ class ProcessGroup:
         self.comm = comm
         self._ranks = None
         self.uid = self._new_track(comm).uid
+        if self._messages:
+            with detect_failures("reconfigure", comm):
+                self._header_comm = header_comm(comm)
 
     @property
     def ranks(self) -> list:
@@ -147,9 +154,19 @@ def _group(group):
     return g
 
 
+def _check_seconds(op, seconds):
+    """``seconds`` if it is a positive number or None; else ValueError (bools, NaN, 0 and
+    negative numbers included)."""
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not seconds > 0):
+        raise ValueError(f"{op}: timeout seconds must be positive or None (a number), got "
+                         f"{seconds!r}")
+    return seconds
+
+
 def _timeout(group, timeout):
     if timeout is not None:
-        return timeout
+        return _check_seconds("timeout", timeout)
     return group.timeout if group.timeout is not None else runtime.default_timeout()
 
 
@@ -169,9 +186,7 @@ def set_timeout(seconds, group=None):
         ValueError: a non-positive timeout.
         TypeError: ``group`` is neither a ProcessGroup, a Mesh nor None.
     """
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
-                                or not seconds > 0):
-        raise ValueError(f"set_timeout: seconds must be positive or None, got {seconds!r}")
+    _check_seconds("set_timeout", seconds)
     from ..collectives.mesh import Mesh
     if group is None:
         runtime.set_default_timeout(seconds)
@@ -211,6 +226,7 @@ class Work:
         return self._finish(False)
 
     def wait(self, timeout=None):
+        _check_seconds("Work.wait", timeout)
         if timeout is None:
             self._finish(True)
         elif not poll_until(lambda: self._finish(False), timeout):

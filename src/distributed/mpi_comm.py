@@ -131,7 +131,8 @@ class MPIComm:
                 if len(_device.devices()) != runtime.get_world_size():
                     uid += "@" + ",".join(str(d.id) for d in lay.devs)
                 comm = create_group_comm(key, uid, self._timeout())
-                group = ProcessGroup(comm, key, name=f"mesh{tuple(axes)}", uid=uid)
+                group = ProcessGroup(comm, key, name=f"mesh{tuple(axes)}", uid=uid,
+                                     messages=False)
                 _GROUPS[lay.devs] = group
         return group
 

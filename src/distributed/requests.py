@@ -25,11 +25,26 @@ class Requests:
         self.reqs = list(reqs)
 
     def Test(self):
-        return runtime.mpi().Request.Testall(self.reqs) if self.reqs else True
+        return self._all("Testall") if self.reqs else True
 
     def Wait(self):
         if self.reqs:
-            runtime.mpi().Request.Waitall(self.reqs)
+            self._all("Waitall")
+
+    def _all(self, how):
+        """``Request.<how>`` of the requests; MPI's "error in status" becomes the error of the
+        first request that failed (a failed peer must read as the rank failure it is)."""
+        MPI = runtime.mpi()
+        statuses = [MPI.Status() for _ in self.reqs]
+        try:
+            return getattr(MPI.Request, how)(self.reqs, statuses)
+        except MPI.Exception as e:
+            if e.Get_error_class() == MPI.ERR_IN_STATUS:
+                for st in statuses:
+                    code = st.Get_error()
+                    if code not in (MPI.SUCCESS, MPI.ERR_PENDING):
+                        raise MPI.Exception(code) from None
+            raise
 
     def Cancel(self):
         for r in self.reqs:

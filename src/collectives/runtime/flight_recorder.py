@@ -119,6 +119,14 @@ class Record:
         return self.as_dict().get(key, default)
 
 
+def dumps_note() -> str:
+    """The part of a timeout / failure message that says where the dumps are (none when
+    recording is off)."""
+    if _RING.maxlen == 0:
+        return "no flight recorder dumps (recording is off: STARLING_FLIGHT_RECORDER_SIZE=0)"
+    return f"flight recorder dumps: {dump_dir()}"
+
+
 def record_start(op, participant, group, group_ranks, seq, shapes, dtype, *, source,
                  kind="collective", peer=None, params=None):
     """Appends a record of a collective (or message) that ``participant`` starts; returns it

@@ -296,14 +296,14 @@ class InProcessComm:
             if rv.failure is not None:
                 raise echo_failure(rv.failure) from None
             if rv.error is not None:
-                raise CollectiveMismatch(f"{rv.error}; flight recorder dumps: "
-                                         f"{flight_recorder.dump_dir()}") from None
+                raise CollectiveMismatch(f"{rv.error}; {flight_recorder.dumps_note()}") \
+                    from None
             if self._failed is not None:
                 raise CollectiveError(f"{op}: the SPMD run was aborted ({self._failed})") from None
             missing = [d for d, s in zip(devs, rv.slots) if s is None]
             raise CollectiveTimeout(f"{op}: timed out after {timeout} s waiting for {missing} "
-                                    f"(group {list(devs)}); flight recorder dumps: "
-                                    f"{flight_recorder.dump_dir()}", missing) from None
+                                    f"(group {list(devs)}); {flight_recorder.dumps_note()}",
+                                    missing) from None
 
     def _leave(self, key, rv):
         with self._lock:

@@ -28,8 +28,8 @@ import os
 import sys
 
 from ...collectives.runtime.flight_recorder import (FAILURE_HOOKS, clear, dtype_name,  # noqa
-                                                   dump, dump_dir, entries, record_end,
-                                                   record_start)
+                                                   dump, dump_dir, dumps_note, entries,
+                                                   record_end, record_start)
 from ...lowering.debug import DebugMode, _compare_values, params_difference
 from .. import arrival, runtime
 
