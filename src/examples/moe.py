@@ -138,8 +138,15 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.experts < 1 or args.epochs < 1 or args.batch_size < 1:
         parser.error("--experts, --epochs and --batch-size must be positive")
+    if not 0 < args.lr < float("inf"):
+        parser.error(f"--lr must be a positive finite number, got {args.lr}")
+    if args.seed < 0:
+        parser.error(f"--seed must be >= 0, got {args.seed}")
     data = load_digits(args.seed)
     x_tr, _, x_te, y_te = data
+    if args.batch_size > len(x_tr):
+        parser.error(f"--batch-size must be at most the {len(x_tr)} training images, got "
+                     f"{args.batch_size}")
     print(f"digits: {len(x_tr)} train / {len(x_te)} test images, {args.experts} experts")
     t0 = time.perf_counter()
     params, losses = train(data, args.experts, args.epochs, args.seed, args.batch_size, args.lr)
@@ -149,7 +156,8 @@ def main(argv=None):
     print(f"test accuracy {acc * 100:.2f}%")
     expert, _, _ = route(params, snp.asarray(x_te))
     shares = np.bincount(np.asarray(expert), minlength=args.experts) / len(x_te)
-    print("experts' shares of the test images: " + " ".join(f"{s:.2f}" for s in shares))
+    busy = " ".join(f"{s:.2f}" for s in shares[:16]) + (" ..." if len(shares) > 16 else "")
+    print(f"experts' shares of the test images: {busy}")
     quantized = {id(params[k]): lax.quantize_mx(params[k], axis=1) for k in ("w1", "w2")}
     acc8 = accuracy(params, x_te, y_te, mxfp8_matmul(quantized))
     print(f"test accuracy with MXFP8 expert weights {acc8 * 100:.2f}%")

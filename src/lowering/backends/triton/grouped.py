@@ -144,8 +144,8 @@ def render(eqn, name):
     cast = F.render_cast(flat, wide, out.dtype) if np.dtype(out.dtype) != wide else flat
     tail = [
         "    offs = tl.arange(0, BLOCK)",
-        "    i0 = pm * BM + offs // BN",
-        "    i1 = pn * BN + offs % BN",
+        "    i0 = (pm * BM + offs // BN).to(tl.int64)",   # no int32 overflow of i0 * cols
+        "    i1 = (pn * BN + offs % BN).to(tl.int64)",
         f"    mask = (i0 < {rows}) & (i1 < {cols})",
         f"    tl.store(out0 + pb * {rows * cols} + i0 * {cols} + i1, {cast}, mask=mask)",
     ]

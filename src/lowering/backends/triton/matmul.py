@@ -140,8 +140,8 @@ def render(program, name):
          widen_step(dt, narrow, "        ")) + [
         "    offs = tl.arange(0, BLOCK)",
     ] + [f"    i{x} = b{x} + offs * 0" for x in range(nb)] + [
-        f"    i{nb} = pm * BM + offs // BN",
-        f"    i{nb + 1} = pn * BN + offs % BN",
+        f"    i{nb} = (pm * BM + offs // BN).to(tl.int64)",   # no int32 overflow of i * n
+        f"    i{nb + 1} = (pn * BN + offs % BN).to(tl.int64)",
         f"    mask = (i{nb} < {m}) & (i{nb + 1} < {n})",
     ]
     wide = np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
