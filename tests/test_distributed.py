@@ -558,6 +558,24 @@ def test_a_timed_out_collective_keeps_its_buffers_until_the_late_rank_comes(tmp_
             late = np.asarray(dist.all_reduce(np.full(N, 7.0, np.float32), timeout=30))
             assert np.all(late == 14.0), np.unique(late)
         dist.barrier()
+        # found by the second review: the abandoned operation progressed only when the
+        # timed-out rank called MPI again; now a progress thread tests it meanwhile, so the
+        # late rank completes while rank 0 computes without MPI
+        M = 1 << 19
+        if r == 0:
+            try:
+                dist.all_reduce(np.full(M, 1.0, np.float32), timeout=0.3)
+                raise AssertionError("no timeout")
+            except dist.CollectiveTimeout:
+                pass
+            t0 = time.time()
+            while time.time() - t0 < 3.0:   # Python work, no MPI call
+                sum(range(1000))
+        else:
+            time.sleep(1.0)
+            late = np.asarray(dist.all_reduce(np.full(M, 2.0, np.float32), timeout=2.0))
+            assert np.all(late == 3.0), np.unique(late)
+        dist.barrier()
         print(f"rank {r} OK", flush=True)
     """)
     assert_ranks_ok(proc, 2)

@@ -23,6 +23,7 @@ stays usable as long as every rank eventually makes the same sequence of calls.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 
 from ..collectives.runtime.context import CollectiveError, CollectiveTimeout
@@ -126,19 +127,49 @@ _MAX_SLEEP = 5e-3   # the longest sleep between two Test calls (bounds the delay
 _ABANDONED: list = []
 
 
+_REAP_LOCK = threading.Lock()
+_PROGRESS = []   # the progress thread, once started
+
+
 def _reap():
     """Drops abandoned requests (and the buffers kept with them) that have completed since (a
     late peer arrived)."""
     if not _ABANDONED:
         return
-    keep = []
-    for item in _ABANDONED:
-        try:
-            if not item[0].Test():
-                keep.append(item)
-        except Exception:   # it failed after all: nothing more to wait for
-            pass
-    _ABANDONED[:] = keep
+    with _REAP_LOCK:
+        keep = []
+        for item in _ABANDONED:
+            try:
+                if not item[0].Test():
+                    keep.append(item)
+            except Exception:   # it failed after all: nothing more to wait for
+                pass
+        _ABANDONED[:] = keep
+
+
+def _progress():
+    """Tests the abandoned requests while there are any: MPI progresses an operation only inside
+    MPI calls, so without this a late peer could wait (and time out) until this process happened
+    to call MPI again. MPI runs with THREAD_MULTIPLE (runtime.py). Sleeps grow to 0.1 s."""
+    delay = 1e-3
+    while True:
+        time.sleep(delay)
+        _reap()
+        delay = min(delay * 2, 0.1) if _ABANDONED else 1e-3
+        if not _ABANDONED:
+            with _REAP_LOCK:
+                if not _ABANDONED:
+                    _PROGRESS.clear()
+                    return
+
+
+def _abandon(req, keep):
+    with _REAP_LOCK:
+        _ABANDONED.append((req, keep))
+        if not _PROGRESS:
+            t = threading.Thread(target=_progress, name="starling-mpi-progress", daemon=True)
+            _PROGRESS.append(t)
+            t.start()
 
 
 def poll_until(test, timeout, poll=1e-4) -> bool:
@@ -227,7 +258,7 @@ def timed_out(rec, comm, timeout, req, keep=None):
             req.Cancel()
         except Exception:
             pass
-    _ABANDONED.append((req, keep))   # MPI may still use its buffers: keep them alive
+    _abandon(req, keep)   # MPI may still use its buffers: keep them alive, progress them
     missing, different, unknown = fr.arrival_status(rec)
     what = ("collective" if rec.kind == "collective" else "message") + f" #{rec.seq}"
     parts = [f"{rec.op}: timed out after {timeout} s ({what} of group {rec.track.uid}, "
