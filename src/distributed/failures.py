@@ -22,6 +22,7 @@ stays usable as long as every rank eventually makes the same sequence of calls.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import threading
 import time
@@ -129,6 +130,16 @@ _ABANDONED: list = []
 
 _REAP_LOCK = threading.Lock()
 _PROGRESS = []   # the progress thread, once started
+_STOP = threading.Event()
+_STOP_REGISTERED = []
+
+
+def _stop_progress():
+    """At exit: no MPI call from the progress thread may run into MPI_Finalize (registered when
+    the first thread starts, after MPI was imported, so it runs before mpi4py's exit handler)."""
+    _STOP.set()
+    for t in list(_PROGRESS):
+        t.join(timeout=1.0)
 
 
 def _reap():
@@ -150,10 +161,13 @@ def _reap():
 def _progress():
     """Tests the abandoned requests while there are any: MPI progresses an operation only inside
     MPI calls, so without this a late peer could wait (and time out) until this process happened
-    to call MPI again. MPI runs with THREAD_MULTIPLE (runtime.py). Sleeps grow to 0.1 s."""
+    to call MPI again. MPI runs with THREAD_MULTIPLE (runtime.py). Sleeps grow to 0.1 s; the
+    thread stops at interpreter exit before MPI is finalized (``_stop_progress``)."""
     delay = 1e-3
-    while True:
-        time.sleep(delay)
+    while not _STOP.is_set():
+        _STOP.wait(delay)
+        if _STOP.is_set():
+            break
         _reap()
         delay = min(delay * 2, 0.1) if _ABANDONED else 1e-3
         if not _ABANDONED:
@@ -161,12 +175,17 @@ def _progress():
                 if not _ABANDONED:
                     _PROGRESS.clear()
                     return
+    with _REAP_LOCK:
+        _PROGRESS.clear()
 
 
 def _abandon(req, keep):
     with _REAP_LOCK:
         _ABANDONED.append((req, keep))
-        if not _PROGRESS:
+        if not _PROGRESS and not _STOP.is_set():
+            if not _STOP_REGISTERED:
+                atexit.register(_stop_progress)
+                _STOP_REGISTERED.append(True)
             t = threading.Thread(target=_progress, name="starling-mpi-progress", daemon=True)
             _PROGRESS.append(t)
             t.start()
