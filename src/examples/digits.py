@@ -92,26 +92,30 @@ def batches(rng, n, batch_size):
         yield order[start:start + batch_size]
 
 
-def train_function_style(data, epochs, seed, batch_size, lr, progress=True):
-    """Trains the pure-function MLP; returns (params, losses per step)."""
+def train_function_style(data, epochs, seed, batch_size, lr, progress=True, params=None,
+                         loss=None):
+    """Trains a pure-function model with ``compile(value_and_grad(loss))`` and Adam; returns
+    (params, losses per step). Default: this example's MLP (``init_params(key(seed))``,
+    ``loss_fn``); other examples pass their own initial ``params`` and ``loss(params, x, y)``."""
     x_tr, y_tr, _, _ = data
-    params = init_params(sr.key(seed))
+    params = init_params(sr.key(seed)) if params is None else params
+    loss = loss_fn if loss is None else loss
     opt = optim.adam(lr=lr)
     opt_state = opt.init(params)
 
     @st.compile
     def train_step(params, opt_state, x, y):
-        loss, grads = st.value_and_grad(loss_fn)(params, x, y)
+        value, grads = st.value_and_grad(loss)(params, x, y)
         updates, opt_state = opt.update(grads, opt_state, params)
-        return optim.apply_updates(params, updates), opt_state, loss
+        return optim.apply_updates(params, updates), opt_state, value
 
     rng = np.random.default_rng(seed)
     losses = []
     for epoch, bar in _epochs(epochs, len(x_tr) // batch_size, progress):
         for idx in batches(rng, len(x_tr), batch_size):
-            params, opt_state, loss = train_step(params, opt_state, snp.asarray(x_tr[idx]),
-                                                 snp.asarray(y_tr[idx]))
-            losses.append(float(loss))
+            params, opt_state, value = train_step(params, opt_state, snp.asarray(x_tr[idx]),
+                                                  snp.asarray(y_tr[idx]))
+            losses.append(float(value))
             _tick(bar, losses)
     return params, losses
 

@@ -24,12 +24,11 @@ import time
 
 import numpy as np
 
-import starling as st
 import starling.numpy as snp
 import starling.random as sr
-from starling import lax, nn, optim
+from starling import lax, nn
 
-from .digits import batches, load_digits
+from .digits import load_digits, train_function_style
 
 HIDDEN = 64
 CLASSES = 10
@@ -82,26 +81,10 @@ def loss_fn(params, x, y, balance=0.3):
 
 
 def train(data, experts, epochs, seed, batch_size, lr):
-    """Trains the mixture; returns (params, losses per step)."""
-    x_tr, y_tr, _, _ = data
-    params = init_params(sr.key(seed), experts)
-    opt = optim.adam(lr=lr)
-    opt_state = opt.init(params)
-
-    @st.compile
-    def step(params, opt_state, x, y):
-        loss, grads = st.value_and_grad(loss_fn)(params, x, y)
-        updates, opt_state = opt.update(grads, opt_state, params)
-        return optim.apply_updates(params, updates), opt_state, loss
-
-    rng = np.random.default_rng(seed)
-    losses = []
-    for _ in range(epochs):
-        for idx in batches(rng, len(x_tr), batch_size):
-            params, opt_state, loss = step(params, opt_state, snp.asarray(x_tr[idx]),
-                                           snp.asarray(y_tr[idx]))
-            losses.append(float(loss))
-    return params, losses
+    """Trains the mixture (the digits example's compiled Adam loop); returns (params, losses
+    per step)."""
+    return train_function_style(data, epochs, seed, batch_size, lr, progress=False,
+                                params=init_params(sr.key(seed), experts), loss=loss_fn)
 
 
 def mxfp8_matmul(quantized):
