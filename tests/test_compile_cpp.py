@@ -461,6 +461,37 @@ def test_vector_math_library_is_used():
     assert b"_ZGV" in binary and b"v_expf" in binary and b"v_sinf" in binary
 
 
+@pytest.mark.parametrize("dt, lo, hi", [(np.float32, -104.0, 89.0), (np.float64, -746.0, 710.0)])
+def test_exp_of_arguments_past_the_range_is_exact_and_leaves_other_lanes_alone(dt, lo, hi):
+    # st_expv (formulas.py) passes lanes whose exp is 0 or inf around the vector library's
+    # scalar fallback (a masked softmax's -1e9 / -inf scores): those lanes are exactly 0 / inf,
+    # NaN stays NaN, and every other lane has the bits it has in a kernel without such lanes
+    rng = np.random.default_rng(7)
+    near = np.concatenate([rng.uniform(lo, hi, 509), [lo, hi, -0.0, 0.0, 1.0, lo + 0.5,
+                                                        hi - 0.5]]).astype(dt)
+    far = np.array([-1e9, -np.inf, lo - 1, np.nextafter(dt(lo), dt(-np.inf)), hi + 1,
+                    np.nextafter(dt(hi), dt(np.inf)), 1e30, np.inf, np.nan], dt)
+    x = near.copy()
+    pos = rng.choice(len(near), len(far), replace=False)
+    x[pos] = far
+    f = cpp(lambda v: snp.exp(v))
+    got, alone = np.asarray(f(snp.asarray(x))), np.asarray(f(snp.asarray(near)))
+    with np.errstate(over="ignore"):
+        want_far = np.exp(far.astype(np.float64)).astype(dt)
+    np.testing.assert_array_equal(got[pos], want_far)   # 0, inf, NaN exactly
+    keep = np.setdiff1d(np.arange(len(near)), pos)
+    np.testing.assert_array_equal(got[keep], alone[keep])
+    with np.errstate(over="ignore"):
+        want = np.exp(near.astype(np.float64)).astype(dt)
+    np.testing.assert_array_max_ulp(alone, want, 4)   # libmvec: within 4 ulps
+    # a masked softmax (the case this is for) against NumPy
+    s = rng.standard_normal((4, 33, 33)).astype(np.float32)
+    mask = np.tril(np.ones((33, 33), bool))
+    sm = cpp(lambda s: st.nn.softmax(snp.where(mask, s, -np.inf), axis=-1))
+    ref = np.where(mask, np.exp(s - np.where(mask, s, -np.inf).max(-1, keepdims=True)), 0)
+    assert_close(sm(snp.asarray(s)), (ref / ref.sum(-1, keepdims=True)).astype(np.float32))
+
+
 def test_fast_call_path_keeps_semantics():
     x = snp.asarray(np.arange(4, dtype=np.float32))
     f = cpp(lambda x, y=2.0: x * y)

@@ -221,6 +221,32 @@ ST_INLINE double st_inf(double) { return __builtin_inf(); }
 ST_INLINE float st_nan(float) { return __builtin_nanf(""); }
 ST_INLINE double st_nan(double) { return __builtin_nan(""); }
 
+// exp(x) with the same bits as expf / exp, but without the vector library's scalar fallback for
+// lanes whose result is 0 or inf: arguments below -104 (float; -746 double) or above 89 (710)
+// are passed as +0.0 and their lane's result set to +0.0 / +inf afterwards. A masked softmax
+// (scores where(mask, s, -1e9) or -inf) otherwise sends half its lanes through scalar expf,
+// ~9x slower. Written in bit operations, not selects: GCC sinks a call whose result a select
+// discards into a branch (no vectorisation), or drops the replaced argument.
+#define ST_EXPV(T, U, LO, HI, INF)                                                          \
+  ST_INLINE T st_expv(T x) {                                                                \
+    const bool lo = x < (T)(LO), hi = x > (T)(HI);                                          \
+    U xb;                                                                                   \
+    __builtin_memcpy(&xb, &x, sizeof xb);                                                   \
+    const U m = (U)0 - (U)(lo | hi);                                                        \
+    const U ab = xb & ~m;                                                                   \
+    T a;                                                                                    \
+    __builtin_memcpy(&a, &ab, sizeof a);                                                    \
+    const T r = st_exp(a);                                                                  \
+    U rb;                                                                                   \
+    __builtin_memcpy(&rb, &r, sizeof rb);                                                   \
+    rb = (rb & ~m) | (((U)0 - (U)hi) & (U)(INF));                                           \
+    T out;                                                                                  \
+    __builtin_memcpy(&out, &rb, sizeof out);                                                \
+    return out;                                                                             \
+  }
+ST_EXPV(float, uint32_t, -104, 89, 0x7f800000u)
+ST_EXPV(double, uint64_t, -746, 710, 0x7ff0000000000000ull)
+
 // NaN-propagating maximum / minimum (NumPy maximum / minimum); fmax / fmin ignore NaN.
 template <class T> ST_INLINE T st_max(T a, T b) { return (a > b || a != a) ? a : b; }
 template <class T> ST_INLINE T st_min(T a, T b) { return (a < b || a != a) ? a : b; }
@@ -316,8 +342,8 @@ template <class T> ST_INLINE T st_heaviside(T a, T b) {
 template <class T> ST_INLINE T st_logaddexp(T a, T b) {
   if (a == b) return a + (T)0.693147180559945309417232121458176568;
   T d = a - b;
-  if (d > 0) return a + st_log1p(st_exp(-d));
-  if (d <= 0) return b + st_log1p(st_exp(d));
+  if (d > 0) return a + st_log1p(st_expv(-d));
+  if (d <= 0) return b + st_log1p(st_expv(d));
   return d;
 }
 template <class T> ST_INLINE T st_logaddexp2(T a, T b) {
@@ -487,6 +513,8 @@ def render_expr(e, args):
         return f"{_BY_KIND[op][0 if dt.kind == 'f' else 1]}<{t}>({', '.join(a)})"
     if op == "hypot":
         return f"st_hypot({a[0]}, {a[1]})"   # correctly rounded (hypot.py)
+    if op == "exp" and dt.kind == "f":
+        return f"st_expv({a[0]})"
     if op in _MATH:
         return f"{_fn(dt, _MATH[op])}({', '.join(a)})"
     if op in _HELPER:
