@@ -46,12 +46,12 @@ def test_large_blocks_are_recycled_with_their_contents_replaced():
 
 
 def test_many_live_and_freed_blocks_stay_distinct():
-    # more blocks than the pool keeps (16): evictions free the oldest, live arrays never share
-    live = [_native.empty((MIB // 4 + i,), np.dtype(np.float32)) for i in range(40)]
+    # more blocks than the pool keeps (64): evictions free the oldest, live arrays never share
+    live = [_native.empty((MIB // 4 + i,), np.dtype(np.float32)) for i in range(160)]
     for i, a in enumerate(live):
         a[:] = i
     del live[::2]
-    more = [_native.empty((MIB // 4 + i,), np.dtype(np.float32)) for i in range(40)]
+    more = [_native.empty((MIB // 4 + i,), np.dtype(np.float32)) for i in range(160)]
     for i, a in enumerate(more):
         a[:] = -i
     addrs = [a.ctypes.data for a in live + more]
