@@ -45,9 +45,19 @@ void* get(size_t bytes) {
   return p;
 }
 
+// STARLING_KEEP_FREED_MEMORY=0 (read once) keeps nothing: a freed block goes back to the
+// system at once, as the variable does for glibc's own thresholds (lowering/runtime/malloc.py).
+bool keeping() {
+  static const bool keep = [] {
+    const char* env = std::getenv("STARLING_KEEP_FREED_MEMORY");
+    return !(env && std::strcmp(env, "0") == 0);
+  }();
+  return keep;
+}
+
 void put(void* p, size_t bytes) {
   if (!p) return;
-  if (bytes < kMinBytes || bytes > kMaxBytes / 2) {
+  if (bytes < kMinBytes || bytes > kMaxBytes / 2 || !keeping()) {
     std::free(p);
     return;
   }
@@ -65,6 +75,11 @@ void put(void* p, size_t bytes) {
     g_bytes += bytes;
   }
   for (int i = 0; i < nev; ++i) std::free(evicted[i]);   // unmapping outside the lock
+}
+
+size_t held_bytes() {
+  std::lock_guard<std::mutex> lk(g_mutex);
+  return g_bytes;
 }
 
 }  // namespace buffers

@@ -20,8 +20,10 @@ constexpr size_t kMaxBytes = size_t(1) << 30;
 // `bytes` bytes, 64-byte aligned (2 MiB aligned and eligible for huge pages from 4 MiB), or
 // nullptr when out of memory. Any size is accepted; only blocks >= kMinBytes are recycled.
 void* get(size_t bytes);
-// Returns a block from get() of that size.
+// Returns a block from get() of that size (kept for reuse unless STARLING_KEEP_FREED_MEMORY=0).
 void put(void* p, size_t bytes);
+// Bytes of the freed blocks kept now.
+size_t held_bytes();
 
 }  // namespace buffers
 }  // namespace starling

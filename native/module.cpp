@@ -329,6 +329,9 @@ PYBIND11_MODULE(_native, m) {
         "empty(shape, dtype): an uninitialised C-contiguous array; blocks of 1 MiB and more are "
         "recycled (native/buffers.h), so a large result allocated on every call of a loop "
         "reuses warm pages instead of faulting fresh ones in.");
+  m.def("buffers_held_bytes", &starling::buffers::held_bytes,
+        "Bytes of freed blocks the recycled-buffer pool keeps now (at most 1 GiB; none with "
+        "STARLING_KEEP_FREED_MEMORY=0).");
   m.def("gemm_isa", &starling::gemm::isa, "Instruction set of the GEMM kernels in use.");
   m.def("available_cpus", &starling::pool::available_cpus,
         "CPUs this process may use: the affinity mask, capped by a cgroup CPU quota.");

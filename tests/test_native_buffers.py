@@ -107,3 +107,27 @@ def test_compiled_kernel_outputs_come_from_the_same_pool():
     again = f(x)   # the freed block is handed out again, its contents rewritten
     assert again._buf.ctypes.data == addr
     np.testing.assert_allclose(np.asarray(again), want, rtol=1e-6, atol=1e-6)
+
+
+_KEEP_OFF = """
+import gc, numpy as np
+from starling import _native
+a = _native.empty((4 << 20,), np.dtype(np.uint8))
+a[:] = 1
+del a
+gc.collect()
+print(_native.buffers_held_bytes())
+"""
+
+
+@pytest.mark.parametrize("keep, held", [("1", 4 << 20), ("0", 0)])
+def test_freed_blocks_are_kept_unless_keep_freed_memory_is_off(keep, held):
+    # STARLING_KEEP_FREED_MEMORY=0 returns freed blocks to the system at once (README)
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, STARLING_KEEP_FREED_MEMORY=keep)
+    r = subprocess.run([sys.executable, "-c", _KEEP_OFF], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert int(r.stdout.split()[-1]) == held
