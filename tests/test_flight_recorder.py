@@ -252,3 +252,40 @@ def test_ring_records_read_as_documented_dicts_and_truncation_counts_from_clear(
     fr.record_start("barrier", "cpu0", "g1", ["cpu0"], 2, (), None, source="t")
     fr.dump(tmp_path / "over")
     assert json.loads((tmp_path / "over" / "cpu0.json").read_text())["truncated"]
+
+
+def test_call_specs_are_computed_once_and_shared_without_being_changed(monkeypatch):
+    """The signature bookkeeping of MPI collectives (src/distributed/callspec.py) is made once
+    per distinct call; records share its params, and a reader changing a record's dict does not
+    reach the spec or later records."""
+    from starling.distributed.callspec import call_spec
+    monkeypatch.setattr(fr, "_RING", collections.deque(maxlen=8))
+    f32 = np.dtype(np.float32)
+    a = call_spec("all_reduce", (2, 3), f32, {"op": "sum"}, "blocking")
+    assert call_spec("all_reduce", [2, 3], f32, {"op": "sum"}, "blocking") is a
+    assert a.params == {"op": "sum", "mode": "blocking"}
+    assert a.description == "all_reduce(op=sum) of float32[2, 3]"   # the mode left out
+    h = int(a.check[0])
+    assert a.check.tolist() == [h, -h] and 0 < h < 1 << 56 and not a.check.flags.writeable
+    # everything the members must agree on changes the fingerprint and the hash
+    others = [call_spec("all_reduce", (2, 3), f32, {"op": "max"}, "blocking"),
+              call_spec("all_reduce", (3, 2), f32, {"op": "sum"}, "blocking"),
+              call_spec("all_reduce", (2, 3), np.dtype(np.int32), {"op": "sum"}, "blocking"),
+              call_spec("all_gather", (2, 3), f32, {"op": "sum"}, "blocking")]
+    assert len({a.fingerprint} | {o.fingerprint for o in others}) == 5
+    assert len({h} | {int(o.check[0]) for o in others}) == 5
+    # the mode is filed (a blocking and a nonblocking call never match) but is no argument
+    nb = call_spec("all_reduce", (2, 3), f32, {"op": "sum"}, "nonblocking")
+    assert nb.fingerprint != a.fingerprint and nb.description == a.description
+    # dims the members may differ in do not enter the fingerprint
+    free = lambda n: call_spec("all_gather", (n, 4), f32, {"free_dims": (0,)})
+    assert free(3).fingerprint == free(5).fingerprint
+    # unhashable parameters (a permutation as lists) are cached by their text
+    p = call_spec("ppermute", (4,), f32, {"perm": [[0, 1], [1, 0]]})
+    assert p is call_spec("ppermute", (4,), f32, {"perm": [[0, 1], [1, 0]]})
+    assert p.fingerprint != call_spec("ppermute", (4,), f32, {"perm": [[0, 1], [1, 1]]}).fingerprint
+    fr.clear()
+    fr.record_start("all_reduce", "rank0", "g", ["rank0"], 0, a.shape, a.dtype, source="mpi",
+                    params=a.params)
+    fr.entries()[0]["params"]["op"] = "changed by a reader"
+    assert a.params["op"] == "sum" and fr.entries()[0]["params"]["op"] == "sum"

@@ -10,15 +10,14 @@ result or a raw truncation error, never a clear one.
   communicator with the same tag, so the k-th header pairs with the k-th payload; ``recv``
   compares it with what it was asked to receive before receiving the payload.
 
-A collective pays one extra small all-reduce (a few microseconds to tens of microseconds), a
-message one small extra message. Collectives under a timeout (``set_timeout`` / ``timeout=``)
-and asynchronous ones (``async_op=True``: their ``Work.wait`` may time out) are not checked: one given up on must remain a single MPI operation that late members still
-complete (src/distributed/failures.py); the flight recorder's compare tool finds mismatches
-there.
+A collective pays one extra small all-reduce (a few microseconds), a message one small extra
+message; the fingerprint is worked out once per distinct call (src/distributed/callspec.py).
+Collectives under a timeout (``set_timeout`` / ``timeout=``) and asynchronous ones
+(``async_op=True``: their ``Work.wait`` may time out) are not checked: one given up on must
+remain a single MPI operation that late members still complete (src/distributed/failures.py);
+the flight recorder's compare tool finds mismatches there.
 """
 from __future__ import annotations
-
-import hashlib
 
 import numpy as np
 
@@ -28,64 +27,25 @@ from .requests import Chain, Requests
 _HEADER = 24   # int64 words: dtype name (16 bytes), ndim, up to 21 dims
 
 
-def describe(op, x, params=None) -> str:
-    """``op(params) of dtype[shape]``: what one member passes."""
-    args = ", ".join(f"{k}={v}" for k, v in sorted((params or {}).items()) if k != "mode")
-    return f"{op}({args}) of {np.dtype(x.dtype).name}{list(np.shape(x))}"
+def check(spec, group):
+    """The agreement check of a collective of ``group`` whose CallSpec is ``spec``
+    (src/distributed/callspec.py: the hash of what this member passes; see module docstring):
+    one blocking all-reduce, run just before the collective itself.
 
-
-_SIGNATURES: dict = {}
-
-
-def _signature(op, x, params):
-    """(``describe(op, x, params)``, the int64 pair ``[h, -h]`` of its 56-bit hash ``h``),
-    cached: programs repeat a few calls (the pair is only ever read)."""
-    try:
-        key = (op, x.dtype, x.shape, tuple(sorted(params.items())) if params else ())
-        hit = _SIGNATURES.get(key)
-    except TypeError:   # an unhashable parameter value
-        key, hit = None, None
-    if hit is None:
-        mine = describe(op, x, params)
-        h = int.from_bytes(hashlib.blake2b(mine.encode(), digest_size=7).digest(), "little")
-        hit = mine, np.array([h, -h], np.int64)
-        if key is not None:
-            if len(_SIGNATURES) > 4096:
-                _SIGNATURES.clear()
-            _SIGNATURES[key] = hit
-    return hit
-
-
-def agreed(op, group, x, params, start, blocking):
-    """``(start, blocking)`` of the collective preceded by the agreement check (see module
-    docstring); ``blocking`` None stays None.
-
-    Raises (from the returned callables / requests):
+    Raises:
         ValueError: the members passed different shapes, dtypes or arguments (names each
-            rank's call).
+            rank's call, on every member).
     """
     MPI = runtime.mpi()
-    mine, pair = _signature(op, x, params)
-    send, got = [pair, MPI.INT64_T], [np.empty(2, np.int64), MPI.INT64_T]
-
-    def verify():
-        if got[0][0] != -got[0][1]:
-            calls = group.comm.allgather(mine)
-            raise ValueError(
-                f"{op}: the members of group {group.name} (world ranks {group.ranks}) called "
-                "it with different shapes, dtypes or arguments: " +
-                "; ".join(f"rank {r}: {c}" for r, c in enumerate(calls)) +
-                "; every member must pass the same")
-
-    def checked_start():
-        return Chain(lambda: group.comm.Iallreduce(send, got, op=MPI.MAX),
-                     lambda: (verify(), start())[1])
-
-    def checked_blocking():
-        group.comm.Allreduce(send, got, op=MPI.MAX)
-        verify()
-        return blocking()
-    return checked_start, (checked_blocking if blocking is not None else None)
+    got = np.empty(2, np.int64)
+    group.comm.Allreduce([spec.check, MPI.INT64_T], [got, MPI.INT64_T], op=MPI.MAX)
+    if got[0] != -got[1]:
+        calls = group.comm.allgather(spec.description)
+        raise ValueError(
+            f"{spec.op}: the members of group {group.name} (world ranks {group.ranks}) "
+            "called it with different shapes, dtypes or arguments: " +
+            "; ".join(f"rank {r}: {c}" for r, c in enumerate(calls)) +
+            "; every member must pass the same")
 
 
 def header_comm(comm):

@@ -211,7 +211,7 @@ def poll_until(test, timeout, poll=1e-4) -> bool:
 
 
 def guarded(op, comm, timeout, start, shapes=(), dtype=None, poll=1e-4, blocking=None,
-            **record):
+            spec=None, before=None, **record):
     """Runs an MPI operation to completion: ``blocking()`` (the blocking call: Open MPI's tuned
     blocking collectives are faster than its nonblocking ones) when there is no timeout and it
     is given, else the nonblocking ``start()`` (returning a request) polled against the deadline.
@@ -222,30 +222,44 @@ def guarded(op, comm, timeout, start, shapes=(), dtype=None, poll=1e-4, blocking
     mode in the op's params, so a rank that differs shows up as a mismatch.
 
     ``record``: how the flight recorder files it (``flight_recorder.begin``: ``kind``
-    "collective" / "send" / "recv", ``peer``, ``tag``, ``params``, ``track``, ``seq``).
+    "collective" / "send" / "recv", ``peer``, ``tag``, ``params``, ``track``, ``seq``);
+    ``spec``: a collective's CallSpec with the mode in its params (``call_spec(..., mode=
+    call_mode(timeout, blocking))``), when the caller has made it; ``before()``: run first
+    when there is no timeout (the agreement check, src/distributed/agreement.py).
 
     Raises:
         RankFailure: MPI reports a failed or revoked peer.
         CollectiveTimeout: not complete after ``timeout`` seconds; ``missing`` names the world
             ranks that never entered the collective (for a message: the peer).
     """
-    if blocking is not None:
-        mode = "blocking" if timeout is None else "nonblocking"
-        record["params"] = dict(record.get("params") or {}, mode=mode)
-    rec = fr.begin(op, comm, shapes, dtype, **record)
-    return complete(rec, comm, timeout, start, poll, blocking)
+    if spec is None and blocking is not None:
+        record["params"] = dict(record.get("params") or {}, mode=call_mode(timeout, blocking))
+    rec = fr.begin(op, comm, shapes, dtype, spec=spec, **record)
+    return complete(rec, comm, timeout, start, poll, blocking, before)
 
 
-def complete(rec, comm, timeout, start, poll=1e-4, blocking=None):
+def call_mode(timeout, blocking, async_op=False):
+    """How an operation with the blocking form ``blocking`` (or None) runs under ``timeout``:
+    "blocking", "nonblocking" (it has both forms: which one the flight recorder files; an
+    ``async_op`` always runs nonblocking) or None (it has only the nonblocking one)."""
+    if blocking is None:
+        return None
+    return "blocking" if timeout is None and not async_op else "nonblocking"
+
+
+def complete(rec, comm, timeout, start, poll=1e-4, blocking=None, before=None):
     """Starts (``start()``, or a request already started) and finishes the operation recorded
     as ``rec`` (see ``guarded``)."""
     MPI = runtime.mpi()
     _reap()
     try:
-        if timeout is None and blocking is not None:
-            blocking()
-        elif timeout is None:
-            (start() if callable(start) else start).Wait()
+        if timeout is None:
+            if before is not None:
+                before()
+            if blocking is not None:
+                blocking()
+            else:
+                (start() if callable(start) else start).Wait()
         else:
             req = start() if callable(start) else start
             if not poll_until(req.Test, timeout, poll):

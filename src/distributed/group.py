@@ -24,14 +24,14 @@ from ..arrays.array import wrap
 from ..arrays.convert import operand
 from ..collectives.runtime.context import set_collective_timeout
 from ..core import dtypes
-from ..lowering.runtime.native import empty as pooled_empty
 from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
 from . import arrival, flight_recorder, runtime
-from .agreement import agreed, header_comm, recv_checked, send_with_header
-from .failures import (complete, detect_failures, guarded, mpi_error, poll_until,
+from .agreement import check, header_comm, recv_checked, send_with_header
+from .callspec import call_spec
+from .failures import (call_mode, complete, detect_failures, guarded, mpi_error, poll_until,
                        timed_out)
 from .hooks import run_post, run_pre
-from .mpi_types import mpi_op, mpi_view
+from .mpi_types import mpi_op, mpi_view, result_buffer
 
 _OPS = ("sum", "avg", "max", "min", "prod")
 
@@ -80,7 +80,9 @@ class ProcessGroup:
         # the job-wide id every member computes alike; a communicator from create_group_comm
         # comes with its arrival track
         self._base_uid = name if uid is None else uid
-        self.uid = (arrival.track_of(comm) or self._new_track(comm)).uid
+        # (the arrival track of ``comm``: the flight recorder files the group's calls there)
+        self.track = arrival.track_of(comm) or self._new_track(comm)
+        self.uid = self.track.uid
         self._splits = 0
         _LIVE.add(self)
 
@@ -92,7 +94,8 @@ class ProcessGroup:
         new incarnation of the group, with its own arrival track (``uid~n``)."""
         self.comm = comm
         self._ranks = None
-        self.uid = self._new_track(comm).uid
+        self.track = self._new_track(comm)
+        self.uid = self.track.uid
         if self._messages:
             with detect_failures("reconfigure", comm):
                 self._header_comm = header_comm(comm)
@@ -248,26 +251,28 @@ class Work:
 _PENDING = object()
 
 
-def _call(op, group, x, timeout, async_op, start, finish, blocking=None, **record):
-    """Runs one eager collective: ``start()`` returns an MPI request, ``blocking()`` does the
-    same with the blocking call (used when no timeout applies), ``finish()`` the result; the
-    collective hooks run around it (src/distributed/hooks.py). ``record``: flight-recorder
-    details (``params``; ``kind``, ``peer``, ``tag`` of messages)."""
+def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, **record):
+    """Runs one eager collective under timeout ``t`` (``_timeout``'s: seconds or None):
+    ``start()`` returns an MPI request, ``blocking()`` does the same with the blocking call
+    (used when no timeout applies), ``finish()`` the result; the collective hooks run around it
+    (src/distributed/hooks.py). ``params``: the op's arguments (flight recorder, agreement
+    check); ``record``: how a message is filed (``kind``, ``peer``, ``tag``)."""
     run_pre(op, group, x)
-    t = _timeout(group, timeout)
-    if not record.get("kind") and op != "barrier" and t is None and not async_op:
-        # a collective: check that the members agree first (not under a timeout, nor for a
-        # Work whose wait may time out: a collective given up on must stay one MPI operation,
-        # which the late members still complete)
-        start, blocking = agreed(op, group, x, record.get("params"), start, blocking)
-    shapes, dtype = getattr(x, "shape", ()), getattr(x, "dtype", None)
-    if not async_op:
+    shapes, dtype = x.shape, x.dtype
+    if record:   # a message: its two ends are matched by the header (agreement.py)
         guarded(op, group.comm, t, start, shapes=shapes, dtype=dtype, blocking=blocking,
-                **record)
+                track=group.track, **record)
         return run_post(op, group, finish())
-    if blocking is not None:   # a rank calling it blocking would never match: file the mode
-        record["params"] = dict(record.get("params") or {}, mode="nonblocking")
-    rec = flight_recorder.begin(op, group.comm, shapes, dtype, **record)
+    # a rank calling it blocking would never match one calling it nonblocking: file the mode
+    spec = call_spec(op, shapes, dtype, params, call_mode(t, blocking, async_op))
+    if not async_op:
+        # the members' agreement is checked first (not under a timeout, nor for a Work whose
+        # wait may time out: a collective given up on must stay one MPI operation, which the
+        # late members still complete)
+        guarded(op, group.comm, t, start, blocking=blocking, spec=spec, track=group.track,
+                before=None if op == "barrier" else lambda: check(spec, group))
+        return run_post(op, group, finish())
+    rec = flight_recorder.begin(op, group.comm, spec=spec, track=group.track)
     MPI = runtime.mpi()
     try:   # started (and recorded) now; Work.wait() bounds the wait by the timeout
         req = start()
@@ -286,19 +291,25 @@ def _call(op, group, x, timeout, async_op, start, finish, blocking=None, **recor
     return Work(run, lambda seconds: timed_out(rec, group.comm, seconds, req, keep=start))
 
 
-def _buf(x, op, group, timeout, async_op):
-    """(weak_type, C-contiguous NumPy buffer) of operand ``x`` of a collective of ``group``.
+_CHECKED_DTYPES: set = set()   # dtypes of NumPy operands found valid (checked once each)
+
+
+def _buf(x, op, t, async_op):
+    """(weak_type, C-contiguous NumPy buffer) of operand ``x`` of a collective under timeout
+    ``t``.
 
     A NumPy array is read in place when the operation is surely over before the caller gets
     control back (blocking, no timeout), so a large buffer is not copied first. Otherwise it
     is copied, as ``operand`` does: the caller mutating it while a Work is in flight, or while a
     timed-out collective (which MPI cannot cancel) still reads it, cannot change what is sent.
     """
-    if type(x) is np.ndarray and not async_op and _timeout(group, timeout) is None:
-        try:
-            dtypes.canonicalize(x.dtype)
-        except TypeError as e:
-            raise TypeError(f"{op}: {e}") from None
+    if type(x) is np.ndarray and not async_op and t is None:
+        if x.dtype not in _CHECKED_DTYPES:
+            try:
+                dtypes.canonicalize(x.dtype)
+            except TypeError as e:
+                raise TypeError(f"{op}: {e}") from None
+            _CHECKED_DTYPES.add(x.dtype)
         weak, b = False, x
     else:
         a = operand(x, op)
@@ -319,11 +330,12 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
     if op not in _OPS:
         raise ValueError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
     g = _group(group)
-    weak, b = _buf(x, "all_reduce", g, timeout, async_op)
+    t = _timeout(g, timeout)
+    weak, b = _buf(x, "all_reduce", t, async_op)
     acc = accumulation_dtype(b.dtype, op)
     send = b.astype(acc) if acc != b.dtype else b
-    out = pooled_empty(send.shape, send.dtype)
-    return _call("all_reduce", g, b, timeout, async_op,
+    out = result_buffer(send.shape, send.dtype)
+    return _call("all_reduce", g, b, t, async_op,
                  lambda: g.comm.Iallreduce(mpi_view(send), mpi_view(out),
                                            op=mpi_op("sum" if op == "avg" else op, acc)),
                  lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), weak),
@@ -335,9 +347,10 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
 def all_gather(x, group=None, async_op=False, timeout=None):
     """Every member's ``x`` (same shape everywhere), as a list of Arrays in group rank order."""
     g = _group(group)
-    weak, b = _buf(x, "all_gather", g, timeout, async_op)
-    out = pooled_empty((g.size(),) + b.shape, b.dtype)
-    return _call("all_gather", g, b, timeout, async_op,
+    t = _timeout(g, timeout)
+    weak, b = _buf(x, "all_gather", t, async_op)
+    out = result_buffer((g.size(),) + b.shape, b.dtype)
+    return _call("all_gather", g, b, t, async_op,
                  lambda: g.comm.Iallgather(mpi_view(b), mpi_view(out)),
                  lambda: [wrap(out[i], weak) for i in range(g.size())],
                  lambda: g.comm.Allgather(mpi_view(b), mpi_view(out)))
@@ -353,15 +366,16 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
     if op not in _OPS:
         raise ValueError(f"reduce_scatter: op must be one of {_OPS}, got {op!r}")
     g = _group(group)
-    weak, b = _buf(x, "reduce_scatter", g, timeout, async_op)
+    t = _timeout(g, timeout)
+    weak, b = _buf(x, "reduce_scatter", t, async_op)
     n = g.size()
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"reduce_scatter: dim 0 of shape {b.shape} must be divisible by the "
                          f"group size {n}")
     acc = accumulation_dtype(b.dtype, op)
     send = b.astype(acc) if acc != b.dtype else b
-    out = pooled_empty((b.shape[0] // n,) + b.shape[1:], acc)
-    return _call("reduce_scatter", g, b, timeout, async_op,
+    out = result_buffer((b.shape[0] // n,) + b.shape[1:], acc)
+    return _call("reduce_scatter", g, b, t, async_op,
                  lambda: g.comm.Ireduce_scatter_block(
                      mpi_view(send), mpi_view(out),
                      op=mpi_op("sum" if op == "avg" else op, acc)),
@@ -376,13 +390,14 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     """Member ``r`` gets block ``r`` (along dim 0) of every member's ``x``, concatenated in rank
     order (``all_to_all_single``); dim 0 must be divisible by the group size."""
     g = _group(group)
-    weak, b = _buf(x, "all_to_all", g, timeout, async_op)
+    t = _timeout(g, timeout)
+    weak, b = _buf(x, "all_to_all", t, async_op)
     n = g.size()
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"all_to_all: dim 0 of shape {b.shape} must be divisible by the group "
                          f"size {n}")
-    out = pooled_empty(b.shape, b.dtype)
-    return _call("all_to_all", g, b, timeout, async_op,
+    out = result_buffer(b.shape, b.dtype)
+    return _call("all_to_all", g, b, t, async_op,
                  lambda: g.comm.Ialltoall(mpi_view(b), mpi_view(out)),
                  lambda: wrap(out, weak),
                  lambda: g.comm.Alltoall(mpi_view(b), mpi_view(out)))
@@ -397,9 +412,10 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
     g = _group(group)
     if not 0 <= src < g.size():
         raise ValueError(f"broadcast: src {src} out of range for a group of {g.size()}")
-    weak, b = _buf(x, "broadcast", g, timeout, async_op)
+    t = _timeout(g, timeout)
+    weak, b = _buf(x, "broadcast", t, async_op)
     out = b.copy()
-    return _call("broadcast", g, b, timeout, async_op,
+    return _call("broadcast", g, b, t, async_op,
                  lambda: g.comm.Ibcast(mpi_view(out), root=src),
                  lambda: wrap(out, weak),
                  lambda: g.comm.Bcast(mpi_view(out), root=src),
@@ -435,8 +451,9 @@ def send(x, dst, group=None, tag=0, timeout=None):
     """
     g = _group(group)
     dst = peer_rank(g, dst, "dst", "send", other=True)
-    weak, b = _buf(x, "send", g, timeout, False)
-    _call("send", g, b, timeout, False,
+    t = _timeout(g, timeout)
+    weak, b = _buf(x, "send", t, False)
+    _call("send", g, b, t, False,
           lambda: send_with_header(g, b, dst, tag,
                                    lambda: g.comm.Isend(mpi_view(b), dest=dst, tag=tag)),
           lambda: None, kind="send", peer=dst, tag=tag)
@@ -455,7 +472,7 @@ def recv(like, src, group=None, tag=0, timeout=None):
         out = np.empty(shape, dtype)
     else:
         out = np.empty_like(np.asarray(operand(like, "recv")))
-    _call("recv", g, out, timeout, False,
+    _call("recv", g, out, _timeout(g, timeout), False,
           lambda: recv_checked(g, out, src, tag,
                                lambda: g.comm.Irecv(mpi_view(out), source=src, tag=tag)),
           lambda: None, kind="recv", peer=src, tag=tag)
@@ -465,8 +482,8 @@ def recv(like, src, group=None, tag=0, timeout=None):
 def barrier(group=None, timeout=None):
     """Waits until every member arrives."""
     g = _group(group)
-    _call("barrier", g, np.zeros(()), timeout, False, lambda: g.comm.Ibarrier(), lambda: None,
-          lambda: g.comm.Barrier())
+    _call("barrier", g, np.zeros(()), _timeout(g, timeout), False, lambda: g.comm.Ibarrier(),
+          lambda: None, lambda: g.comm.Barrier())
 
 
 _NEW_GROUPS = [0]

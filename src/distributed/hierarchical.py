@@ -46,7 +46,7 @@ from ..collectives.runtime.inprocess import (accumulation_dtype, all_to_all_para
 from ..core.placements import chunk_bounds
 from . import runtime
 from .hooks import run_post, run_pre
-from .mpi_types import mpi_op, mpi_view
+from .mpi_types import mpi_op, mpi_view, result_buffer
 from .requests import Chain, Requests
 
 _TAGS = 32768   # MPI guarantees tags up to 32767
@@ -157,7 +157,7 @@ def all_reduce(mc, ctx, lay, x, axes, op):
         part = np.array(slots[0], dtype=acc, order="C")
         for s in slots[1:]:
             fn(part, s, out=part)
-        out = np.empty_like(part)
+        out = result_buffer(part.shape, part.dtype)
         mop = mpi_op("sum" if op == "avg" else op, acc)
         mc.guard("all_reduce", group,
                  lambda: comm.Iallreduce(mpi_view(part), mpi_view(out), op=mop),
@@ -185,7 +185,7 @@ def all_gather(mc, ctx, lay, x, axes, axis, tiled):
         def gather(call):
             spans = np.cumsum([0] + n_members)
             per_proc = [int(lead[a:b].sum()) for a, b in zip(spans[:-1], spans[1:])]
-            out = got["out"] = np.empty((int(lead.sum()),) + tail, x.dtype)
+            out = got["out"] = result_buffer((int(lead.sum()),) + tail, x.dtype)
             return call(mpi_view(send), _vec(out, [c * row for c in per_proc]))
 
         def start():
@@ -230,7 +230,7 @@ def reduce_scatter(mc, ctx, lay, x, axes, op, dim, tiled):
         send = _contig(np.concatenate([part[a:b] for a, b in (bounds[r] for r in lay.order)], 0))
         row = math.prod(part.shape[1:])
         lens = [[bounds[r][1] - bounds[r][0] for r in m] for m in lay.members]
-        out = np.empty((sum(lens[lay.me]),) + part.shape[1:], acc)
+        out = result_buffer((sum(lens[lay.me]),) + part.shape[1:], acc)
         counts = [sum(ls) * row for ls in lens]
         mop = mpi_op("sum" if op == "avg" else op, acc)
         mc.guard("reduce_scatter", group,
@@ -285,7 +285,7 @@ def all_to_all(mc, ctx, lay, x, axes, split_axis, concat_axis, tiled):
                             recv_shapes.append((s, r, (b - a,) + front[s][1:]))
                             c += math.prod((b - a,) + front[s][1:])
                 recv_counts.append(c)
-            out = np.empty(sum(recv_counts), x.dtype)
+            out = result_buffer((sum(recv_counts),), x.dtype)
             got["out"], got["shapes"] = out, recv_shapes
             return call(_vec(_flat_concat(send, x.dtype), send_counts), _vec(out, recv_counts))
 

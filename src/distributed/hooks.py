@@ -87,12 +87,14 @@ def register_collective_hooks(pre=None, post=None, group=None) -> HookHandle:
 
 def run_pre(op, group, value) -> None:
     """Runs the pre hooks of ``group`` (global ones first)."""
-    for hook in tuple(_GLOBAL["pre"]) + tuple(group.pre_hooks):
-        hook(op, group, value)
+    if _GLOBAL["pre"] or group.pre_hooks:   # (a copy: a hook may remove itself)
+        for hook in tuple(_GLOBAL["pre"]) + tuple(group.pre_hooks):
+            hook(op, group, value)
 
 
 def run_post(op, group, result):
     """Runs the post hooks of ``group`` (global ones first); returns ``result``."""
-    for hook in tuple(_GLOBAL["post"]) + tuple(group.post_hooks):
-        hook(op, group, result)
+    if _GLOBAL["post"] or group.post_hooks:
+        for hook in tuple(_GLOBAL["post"]) + tuple(group.post_hooks):
+            hook(op, group, result)
     return result

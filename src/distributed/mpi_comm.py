@@ -46,7 +46,7 @@ from ..core.placements import chunk_bounds
 from . import arrival, hierarchical, runtime
 from .failures import guarded
 from .hooks import run_post, run_pre
-from .mpi_types import mpi_op, mpi_view
+from .mpi_types import mpi_op, mpi_view, result_buffer
 from .requests import Chain, InThread, Requests
 
 _GROUPS: dict = {}    # devices of a mesh group -> its ProcessGroup
@@ -172,7 +172,7 @@ class MPIComm:
         x = _contig(x)
         acc = accumulation_dtype(x.dtype, op)
         send = x.astype(acc) if acc != x.dtype else x
-        out = np.empty_like(send)
+        out = result_buffer(send.shape, send.dtype)
         mop = mpi_op("sum" if op == "avg" else op, send.dtype)
         self._run("all_reduce", group,
                   lambda: comm.Iallreduce(mpi_view(send), mpi_view(out), op=mop),
@@ -194,7 +194,7 @@ class MPIComm:
         got = {}
 
         def gather(call):
-            out = got["out"] = np.empty((int(lead.sum()),) + front.shape[1:], x.dtype)
+            out = got["out"] = result_buffer((int(lead.sum()),) + front.shape[1:], x.dtype)
             counts = [int(c) * row for c in lead]
             displs = list(np.cumsum([0] + counts[:-1]))
             return call(mpi_view(front), _vec(out, counts, displs))
@@ -230,7 +230,7 @@ class MPIComm:
             sizes = [b - a for a, b in (chunk_bounds(front.shape[0], n, r) for r in range(n))]
         else:
             sizes = [1] * n
-        out = np.empty((sizes[rank],) + front.shape[1:], acc)
+        out = result_buffer((sizes[rank],) + front.shape[1:], acc)
         mop = mpi_op("sum" if op == "avg" else op, acc)
         counts = [s * row for s in sizes]
         self._run("reduce_scatter", group,
@@ -272,7 +272,7 @@ class MPIComm:
 
         def exchange(call):
             recv_counts = [int(np.prod(shape_from(k), dtype=np.int64)) for k in range(n)]
-            out = got["out"] = np.empty(sum(recv_counts), x.dtype)
+            out = got["out"] = result_buffer((sum(recv_counts),), x.dtype)
             return call(_vec(front, [int(c) * row for c in send_meta[:, 0]],
                              [a * row for a, _ in bounds]),
                         _vec(out, recv_counts, list(np.cumsum([0] + recv_counts[:-1]))))

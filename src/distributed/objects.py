@@ -17,7 +17,7 @@ import numpy as np
 
 from . import runtime
 from .codec import decode, encode, error_payload
-from .group import _call, _group, peer_rank
+from .group import _call, _group, _timeout, peer_rank
 from .mpi_types import mpi_view
 from .requests import Chain, ProbeRecv
 
@@ -65,7 +65,7 @@ def broadcast_object(obj, src=0, group=None, timeout=None, allow_pickle=False):
         got["buf"] = data if me == src else np.empty(int(size[0]), np.uint8)
         return g.comm.Ibcast(_bytes(got["buf"]), root=src)
 
-    _call("broadcast_object", g, _OBJ, timeout, False,
+    _call("broadcast_object", g, _OBJ, _timeout(g, timeout), False,
           lambda: Chain(lambda: g.comm.Ibcast(mpi_view(size), root=src), payload), lambda: None,
           params={"src": src})
     if me == src:
@@ -96,7 +96,7 @@ def all_gather_object(obj, group=None, timeout=None, allow_pickle=False):
         displs = [int(d) for d in np.cumsum([0] + counts[:-1])]
         return g.comm.Iallgatherv(_bytes(data), [out, counts, displs, runtime.mpi().BYTE])
 
-    _call("all_gather_object", g, _OBJ, timeout, False,
+    _call("all_gather_object", g, _OBJ, _timeout(g, timeout), False,
           lambda: Chain(lambda: g.comm.Iallgather(mpi_view(mine), mpi_view(sizes)), payloads),
           lambda: None)
     if err is not None:
@@ -130,7 +130,7 @@ def send_object(obj, dst, group=None, tag=0, timeout=None, allow_pickle=False):
     dst = peer_rank(g, dst, "dst", "send_object", other=True)
     t = _object_tag(g, tag, "send_object")
     data, err = _payload(obj, allow_pickle, "send_object")
-    _call("send_object", g, _OBJ, timeout, False,
+    _call("send_object", g, _OBJ, _timeout(g, timeout), False,
           lambda: g.comm.Isend(_bytes(data), dest=dst, tag=t), lambda: None,
           kind="send", peer=dst, tag=tag)
     if err is not None:
@@ -150,6 +150,6 @@ def recv_object(src, group=None, tag=0, timeout=None, allow_pickle=False):
     src = peer_rank(g, src, "src", "recv_object", other=True)
     t = _object_tag(g, tag, "recv_object")
     req = ProbeRecv(g.comm, src, t)
-    _call("recv_object", g, _OBJ, timeout, False, lambda: req, lambda: None,
+    _call("recv_object", g, _OBJ, _timeout(g, timeout), False, lambda: req, lambda: None,
           kind="recv", peer=src, tag=tag)
     return decode(req.payload, allow_pickle, f"recv_object (from rank {src})")

@@ -107,7 +107,7 @@ class Record:
         return {"index": self.index, "primitive": self.op, "source": self.source, "depth": 0,
                 "inputs": [{"shape": [int(s) for s in self.shapes],
                             "dtype": dtype_name(self.dtype), "weak": False}],
-                "outputs": [], "params": self.params if self.params is not None else {},
+                "outputs": [], "params": dict(self.params) if self.params is not None else {},
                 "kind": self.kind, "rank": self.rank, "group": self.group,
                 "group_ranks": self.group_ranks, "seq": self.seq, "peer": self.peer,
                 "state": self.state, "start": self.start, "end": self.end, "error": self.error}

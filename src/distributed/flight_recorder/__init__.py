@@ -27,11 +27,13 @@ import math
 import os
 import sys
 
-from ...collectives.runtime.flight_recorder import (FAILURE_HOOKS, clear, dtype_name,  # noqa
-                                                   dump, dump_dir, dumps_note, entries,
-                                                   record_end, record_start)
+from ...collectives.runtime.flight_recorder import (FAILURE_HOOKS, clear, dump,  # noqa
+                                                   dump_dir, dumps_note, entries,
+                                                   process_participant, record_end,
+                                                   record_start)
 from ...lowering.debug import DebugMode, _compare_values, params_difference
 from .. import arrival, runtime
+from ..callspec import call_spec
 
 __all__ = ["dump", "dump_dir", "entries", "clear", "compare", "Comparison", "main"]
 
@@ -53,28 +55,6 @@ def participant(world_rank) -> str:
     """The name in flight-recorder logs ("rank3") of the process of world rank ``world_rank``:
     its rank when the job started (``runtime.job_rank``), kept through reconfigurations."""
     return f"rank{runtime.job_rank(world_rank)}"
-
-
-_FINGERPRINTS: dict = {}
-
-
-def fingerprint(op, shapes, dtype, params) -> int:
-    """What must agree across the ranks of a collective: op, dtype, params and the shape
-    outside the dims a collective lets differ (``params["free_dims"]``)."""
-    try:
-        text = (op, tuple(shapes), dtype, tuple(sorted(params.items())))
-        fp = _FINGERPRINTS.get(text)
-    except TypeError:   # an unhashable parameter value (a permutation as lists)
-        text = repr((op, tuple(shapes), dtype_name(dtype), sorted(params.items())))
-        fp = _FINGERPRINTS.get(text)
-    if fp is None:
-        free = set(params.get("free_dims", ()))
-        shape = [None if i in free else int(s) for i, s in enumerate(shapes)]
-        fp = arrival.stable_hash(repr((op, shape, dtype_name(dtype), sorted(params.items()))))
-        if len(_FINGERPRINTS) > 4096:   # a bounded cache: programs repeat a few signatures
-            _FINGERPRINTS.clear()
-        _FINGERPRINTS[text] = fp
-    return fp
 
 
 _UNTRACKED: dict = {}
@@ -99,28 +79,35 @@ def _track(comm):
 
 
 def begin(op, comm, shapes=(), dtype=None, *, kind="collective", peer=None, tag=0,
-          params=None, track=None, seq=None) -> OpRecord:
+          params=None, track=None, seq=None, spec=None) -> OpRecord:
     """Records the start of an MPI operation of this process and, for a collective, publishes
     its arrival on the board. ``peer``: the other side of a send / recv, as a rank of the
     group; ``track`` / ``seq``: for collectives made before their communicator exists (group
-    creation) or retried."""
+    creation) or retried; ``spec``: the collective's CallSpec (src/distributed/callspec.py),
+    when the caller has it (else made from ``op``, ``shapes``, ``dtype`` and ``params``)."""
     t = track if track is not None else _track(comm)
-    params = dict(params or {})
     fp = None
     peer_world = None
     if kind == "collective":
-        s = t.seq if seq is None else seq
-        t.seq = max(t.seq, s + 1)
-        fp = fingerprint(op, shapes, dtype, params)
+        if spec is None:
+            spec = call_spec(op, shapes, dtype, params)
+        if seq is None:
+            s = t.seq
+            t.seq = s + 1
+        else:
+            s = seq
+            t.seq = max(t.seq, s + 1)
+        fp = spec.fingerprint
         b = arrival.board()
         if b is not None:
             b.enter(t, s, fp)
+        params, shapes, dtype = spec.params, spec.shape, spec.dtype
     else:
         peer_world = t.members[peer]
-        params["tag"] = tag
+        params = dict(params or {}, tag=tag)
         s = t.next_p2p(kind, peer, tag)
-    entry = record_start(op, participant(runtime.get_rank()), t.uid, t.names, s, shapes,
-                         dtype, source="mpi", kind=kind,
+    me = process_participant() or participant(runtime.get_rank())
+    entry = record_start(op, me, t.uid, t.names, s, shapes, dtype, source="mpi", kind=kind,
                          peer=None if peer_world is None else participant(peer_world),
                          params=params)
     return OpRecord(op, entry, t, s, fp, kind, peer_world)
