@@ -247,8 +247,10 @@ void release_buffer(PyObject* cap) {
 }
 
 // An uninitialised C-contiguous array; one of buffers::kMinBytes or more takes a recycled block
-// (buffers.h) that goes back to the pool when the array dies.
-py::array empty(const py::object& dims, const py::object& dtype) {
+// (buffers.h) that goes back to the pool when the array dies, and starts `offset` bytes into it
+// (a multiple of 64: the pool's large blocks start on a page boundary, which some consumers,
+// Open MPI's shared-memory reductions, write into more slowly).
+py::array empty(const py::object& dims, const py::object& dtype, int64_t offset) {
   const py::dtype dt = py::dtype::from_args(dtype);   // anything numpy.dtype() takes
   if (dt.attr("hasobject").cast<bool>()) {
     throw py::type_error("empty: object dtypes need initialised memory; use numpy.empty");
@@ -274,16 +276,22 @@ py::array empty(const py::object& dims, const py::object& dtype) {
       throw py::value_error("empty: array is too big (its byte size overflows)");
     }
   }
+  if (offset < 0 || offset % 64 != 0 || offset > (int64_t(1) << 20)) {
+    throw py::value_error("empty: offset must be a multiple of 64 in [0, 1 MiB], got " +
+                          std::to_string(offset));
+  }
   if (n < starling::buffers::kMinBytes) return py::array(dt, shape);
-  void* p = starling::buffers::get(n);
+  const size_t total = n + static_cast<size_t>(offset);
+  void* p = starling::buffers::get(total);
   if (!p) throw std::bad_alloc();
   PyObject* cap = PyCapsule_New(p, kBufferCapsule, release_buffer);
   if (!cap) {
-    starling::buffers::put(p, n);
+    starling::buffers::put(p, total);
     throw py::error_already_set();
   }
-  PyCapsule_SetContext(cap, reinterpret_cast<void*>(static_cast<uintptr_t>(n)));
-  return py::array(dt, shape, p, py::reinterpret_steal<py::object>(cap));
+  PyCapsule_SetContext(cap, reinterpret_cast<void*>(static_cast<uintptr_t>(total)));
+  return py::array(dt, shape, static_cast<char*>(p) + offset,
+                   py::reinterpret_steal<py::object>(cap));
 }
 
 }  // namespace
@@ -325,10 +333,13 @@ PYBIND11_MODULE(_native, m) {
           return starling::jacobi::lanes(jacobi_dtype("jacobi_lanes", probe));
         }, py::arg("dtype"), "Matrices per SIMD chunk of the Jacobi kernels for a dtype.");
   m.attr("BUFFER_MIN_BYTES") = starling::buffers::kMinBytes;
-  m.def("empty", &empty, py::arg("shape"), py::arg("dtype"),
-        "empty(shape, dtype): an uninitialised C-contiguous array; blocks of 1 MiB and more are "
-        "recycled (native/buffers.h), so a large result allocated on every call of a loop "
-        "reuses warm pages instead of faulting fresh ones in.");
+  m.def("empty", &empty, py::arg("shape"), py::arg("dtype"), py::arg("offset") = 0,
+        "empty(shape, dtype, offset=0): an uninitialised C-contiguous array; blocks of 1 MiB and "
+        "more are recycled (native/buffers.h), so a large result allocated on every call of a "
+        "loop reuses warm pages instead of faulting fresh ones in; such an array starts "
+        "`offset` bytes (a multiple of 64, at most 1 MiB) into its block. Raises TypeError for "
+        "object dtypes or non-int dims, ValueError for negative dims, overflowing sizes or a "
+        "bad offset.");
   m.def("buffers_held_bytes", &starling::buffers::held_bytes,
         "Bytes of freed blocks the recycled-buffer pool keeps now (at most 1 GiB; none with "
         "STARLING_KEEP_FREED_MEMORY=0).");

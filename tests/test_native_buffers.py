@@ -45,6 +45,28 @@ def test_large_blocks_are_recycled_with_their_contents_replaced():
     assert np.all(b == 3) and np.all(c == 5)
 
 
+def test_an_offset_array_starts_inside_its_recycled_block():
+    # MPI results start 64 bytes into a block (src/distributed/mpi_types.py: result_buffer)
+    a = _native.empty((4 * MIB // 4,), np.dtype(np.float32), 64)
+    assert is_pool_capsule(a.base) and a.flags.c_contiguous and a.flags.writeable
+    assert a.ctypes.data % 4096 == 64   # blocks of 4 MiB and more start on a 2 MiB boundary
+    a[:] = 2
+    addr = a.ctypes.data
+    del a
+    gc.collect()
+    b = _native.empty((4 * MIB // 4,), np.dtype(np.float32), 64)   # the same block again
+    assert b.ctypes.data == addr
+    c = _native.empty((4 * MIB // 4,), np.dtype(np.float32))   # another size of block
+    assert c.ctypes.data % (2 * MIB) == 0 and c.ctypes.data != addr - 64
+    b[:], c[:] = 1, 3
+    assert np.all(b == 1) and np.all(c == 3)
+    small = _native.empty((5,), np.dtype(np.float32), 128)   # small: NumPy memory, no offset
+    assert small.base is None and small.shape == (5,)
+    for bad in (-64, 10, 2 * MIB):
+        with pytest.raises(ValueError, match="offset must be a multiple of 64"):
+            _native.empty((MIB,), np.dtype(np.float32), bad)
+
+
 def test_many_live_and_freed_blocks_stay_distinct():
     # more blocks than the pool keeps (64): evictions free the oldest, live arrays never share
     live = [_native.empty((MIB // 4 + i,), np.dtype(np.float32)) for i in range(160)]

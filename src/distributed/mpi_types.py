@@ -60,7 +60,6 @@ def mpi_op(op, dtype):
 
 
 _POOLED = 1 << 20   # results from this size on come from the recycled buffer pool
-_BYTES = np.dtype(np.uint8)
 
 
 def result_buffer(shape, dtype) -> np.ndarray:
@@ -74,7 +73,6 @@ def result_buffer(shape, dtype) -> np.ndarray:
     0.94 ms) than into one 64 bytes further, whatever the input's offset.
     """
     dt = np.dtype(dtype)
-    n = math.prod(shape) * dt.itemsize
-    if n < _POOLED:
+    if math.prod(shape) * dt.itemsize < _POOLED:
         return np.empty(shape, dt)
-    return pooled_empty((n + 64,), _BYTES)[64:].view(dt).reshape(shape)
+    return pooled_empty(shape, dt, offset=64)

@@ -135,12 +135,20 @@ def init_library(lib) -> None:
     init(s["st_parallel_for"], s["st_scratch"], s["st_sgemm"], s["st_dgemm"])
 
 
-def empty(shape, dtype) -> np.ndarray:
+def empty(shape, dtype, offset=0) -> np.ndarray:
     """An uninitialised C-contiguous array of ``shape`` / ``dtype``: ``starling._native.empty``,
     whose blocks of 1 MiB and more are recycled (native/buffers.h), so a result allocated anew
     on every call of a loop reuses warm pages (``np.empty`` maps such blocks afresh and faults
-    them in page by page). Object dtypes come from ``np.empty``."""
+    them in page by page). Object dtypes come from ``np.empty``.
+
+    Args:
+        offset: bytes (a multiple of 64, at most 1 MiB) between the start of a recycled block
+            and the array's data (the pool's blocks of 4 MiB and more start on a 2 MiB
+            boundary); ignored below 1 MiB.
+    Raises:
+        ValueError: a negative dimension or a bad ``offset``.
+    """
     dt = np.dtype(dtype)
     if dt.hasobject:
         return np.empty(shape, dt)
-    return _native.empty([int(d) for d in shape], dt)
+    return _native.empty(shape, dt, offset)
