@@ -87,6 +87,50 @@ def test_eager_collectives_and_groups_two_ranks(tmp_path):
             close(dist.all_to_all(mine), np.concatenate([b.reshape(n, -1)[r] for b in big]))
         close(dist.all_reduce(big[r].astype(np.float16), op="avg").astype(np.float32),
               (sum(big) / n).astype(np.float16), tol=1e-3)
+        # sums of 8- and 16-bit integers wrap as NumPy's do at every size (Open MPI's AVX ops
+        # saturated them from 64 elements on: int8 100 + 100 gave 127)
+        for dt in (np.int8, np.uint8, np.int16, np.uint16):
+            for size in (8, 1000):
+                v = np.full(size, np.iinfo(dt).max // 2 + 7 + r, dt)
+                want = sum(np.full(size, np.iinfo(dt).max // 2 + 7 + k, dt).astype(np.int64)
+                           for k in range(n)).astype(dt)
+                got = dist.all_reduce(v)
+                assert got.dtype == dt and np.array_equal(np.asarray(got), want), (dt, size)
+                assert np.array_equal(np.asarray(dist.reduce_scatter(np.tile(v, n))), want)
+        # MPI orders no complex numbers: max / min of them is refused up front, sums work
+        c = np.array([1 + 2j, 3 - 1j], np.complex64) * (r + 1)
+        close(dist.all_reduce(c), c / (r + 1) * sum(range(1, n + 1)))
+        for op in ("max", "min"):
+            try:
+                dist.all_reduce(c, op=op)
+                raise AssertionError("expected TypeError")
+            except TypeError as e:
+                assert f"reduce op '{op}' is not defined for complex64" in str(e), e
+        # a Work dropped unfinished keeps its buffers until MPI is done with them: rank 1 comes
+        # late, rank 0 drops the Work and fills new blocks of the same size meanwhile
+        import time, gc
+        payload = np.full(1 << 20, 1.0 + r, np.float32)
+        if r == 0:
+            w = dist.all_reduce(payload, async_op=True)
+            del w
+            gc.collect()
+            held = [np.full(1 << 20, 5.0, np.float32) for _ in range(4)]
+            from starling.distributed.mpi_types import result_buffer
+            held += [result_buffer((1 << 20,), np.float32) for _ in range(4)]
+            for h in held:
+                h[:] = 5.0
+        else:
+            time.sleep(0.5)
+            close(dist.all_reduce(payload, async_op=True).wait(), np.full(1 << 20, 3.0))
+        dist.barrier()
+        if r == 0:
+            assert all(np.all(h == 5.0) for h in held)
+        for bad in (True, 2, -1, 1.0):
+            try:
+                dist.broadcast(x, src=bad)
+                raise AssertionError("expected ValueError")
+            except ValueError as e:
+                assert "broadcast: src must be a rank of the group in [0, 2)" in str(e), e
         if r == 0:
             dist.send(x * 2, dst=1)
         else:
@@ -153,6 +197,18 @@ def test_shard_map_and_compile_across_four_processes(tmp_path):
         want = np.concatenate([(blocks[a, 0] + blocks[a, 1])[2 * j:2 * j + 2]
                                for a in range(2) for j in range(2)], 0)
         close(dist.process_allgather(rs), want)
+        # integer sums wrap like NumPy's (Open MPI's AVX ops saturate 8- and 16-bit sums)
+        i16 = dist.make_array_from_process_local_data(sh, np.full((4, 2), 20000, np.int16))
+        s16 = st.shard_map(lambda b: lax.psum(b, ("a", "b")), mesh, in_specs=P("a", "b"),
+                           out_specs=P())(i16)
+        assert np.array_equal(np.asarray(dist.process_allgather(s16)),
+                              np.full((4, 2), 80000 - 65536, np.int16))
+        # recorder entries are copies: changing one changes no later record
+        e = [e for e in dist.flight_recorder.entries() if e["primitive"] == "all_reduce"][-1]
+        e["params"]["axes"].append("changed")
+        st.shard_map(lambda b: lax.psum(b, ("a", "b")), mesh, in_specs=P("a", "b"), out_specs=P())(i16)
+        e = [e for e in dist.flight_recorder.entries() if e["primitive"] == "all_reduce"][-1]
+        assert e["params"]["axes"] == ["a", "b"], e
         # gradients through collectives across processes: d/dx sum(psum(x^2)) = 2x * 4 blocks
         loss = lambda x: st.shard_map(lambda b: lax.psum(snp.sum(b * b), ("a", "b")), mesh,
                                       in_specs=P("a", "b"), out_specs=P())(x)
@@ -456,6 +512,9 @@ def test_members_that_disagree_get_a_clear_error_not_a_wrong_result(tmp_path):
             close(dist.all_reduce(snp.ones(3)), [2.0] * 3)
             close(dist.all_reduce(snp.ones(4)), [2.0] * 4)
         raises(lambda: dist.all_reduce(snp.ones(3 if r == 0 else 4)), "float32[3]", "float32[4]")
+        # the refused call ends as an error in the flight recorder, not "started" forever
+        last = [e for e in dist.flight_recorder.entries() if e["primitive"] == "all_reduce"][-1]
+        assert last["state"] == "error" and "different shapes" in last["error"], last
         if r == 0:
             for m in (snp.ones(3), snp.ones(3), snp.arange(3.0)):
                 dist.send(m, 1)

@@ -10,6 +10,7 @@ call takes ~190 us; every 10 us of bookkeeping is 5% of the bandwidth).
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 
 import numpy as np
@@ -57,7 +58,7 @@ def call_spec(op, shape, dtype, params=None, mode=None) -> CallSpec:
         key = (op, shape, dtype, repr(params), mode)
         spec = _SPECS.get(key)
     if spec is None:
-        p = dict(params or {})
+        p = copy.deepcopy(params) if params else {}   # records share it: none may change it
         if mode is not None:
             p["mode"] = mode
         spec = CallSpec(op, shape, dtype, p)

@@ -179,7 +179,10 @@ def _progress():
         _PROGRESS.clear()
 
 
-def _abandon(req, keep):
+def keep_until_done(req, keep):
+    """Request ``req`` is given up on (timed out, or its Work dropped) while MPI may still read
+    and write its buffers: keeps ``keep`` (what references them) alive, and the request
+    progressed by a helper thread, until it completes."""
     with _REAP_LOCK:
         _ABANDONED.append((req, keep))
         if not _PROGRESS and not _STOP.is_set():
@@ -252,6 +255,7 @@ def complete(rec, comm, timeout, start, poll=1e-4, blocking=None, before=None):
     as ``rec`` (see ``guarded``)."""
     MPI = runtime.mpi()
     _reap()
+    done = True
     try:
         if timeout is None:
             if before is not None:
@@ -262,10 +266,14 @@ def complete(rec, comm, timeout, start, poll=1e-4, blocking=None, before=None):
                 (start() if callable(start) else start).Wait()
         else:
             req = start() if callable(start) else start
-            if not poll_until(req.Test, timeout, poll):
-                raise timed_out(rec, comm, timeout, req, keep=start)
+            done = poll_until(req.Test, timeout, poll)
     except MPI.Exception as e:
         raise mpi_error(rec, comm, e) from None
+    except Exception as e:   # the agreement check's ValueError, a request chain's own error
+        fr.end(rec, "error", e)
+        raise
+    if not done:
+        raise timed_out(rec, comm, timeout, req, keep=start)
     fr.end(rec, "completed")
 
 
@@ -291,7 +299,7 @@ def timed_out(rec, comm, timeout, req, keep=None):
             req.Cancel()
         except Exception:
             pass
-    _abandon(req, keep)   # MPI may still use its buffers: keep them alive, progress them
+    keep_until_done(req, keep)   # MPI may still use its buffers
     missing, different, unknown = fr.arrival_status(rec)
     what = ("collective" if rec.kind == "collective" else "message") + f" #{rec.seq}"
     parts = [f"{rec.op}: timed out after {timeout} s ({what} of group {rec.track.uid}, "

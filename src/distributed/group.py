@@ -24,14 +24,14 @@ from ..arrays.array import wrap
 from ..arrays.convert import operand
 from ..collectives.runtime.context import set_collective_timeout
 from ..core import dtypes
-from ..collectives.runtime.inprocess import accumulation_dtype, finish_reduce
+from ..collectives.runtime.inprocess import finish_reduce
 from . import arrival, flight_recorder, runtime
 from .agreement import check, header_comm, recv_checked, send_with_header
 from .callspec import call_spec
-from .failures import (call_mode, complete, detect_failures, guarded, mpi_error, poll_until,
-                       timed_out)
+from .failures import (call_mode, complete, detect_failures, guarded, keep_until_done,
+                       mpi_error, poll_until, timed_out)
 from .hooks import run_post, run_pre
-from .mpi_types import mpi_op, mpi_view, result_buffer
+from .mpi_types import mpi_reduction, mpi_view, result_buffer
 
 _OPS = ("sum", "avg", "max", "min", "prod")
 
@@ -205,12 +205,22 @@ class Work:
     ranks that never arrived); ``is_completed()``; ``exception()`` (None, or the error it ended
     with)."""
 
-    def __init__(self, run, expire=None):
+    def __init__(self, run, expire=None, drop=None):
         self._run = run
         self._expire = expire
+        self._drop = drop   # called if the Work is dropped unfinished (its buffers kept alive)
         self._result = None
         self._error = None
         self._done = False
+
+    def __del__(self):
+        # dropped while MPI may still write its result buffer: that buffer must not return to
+        # the pool (and be handed to another array) before the operation completes
+        if not self._done and self._drop is not None:
+            try:
+                self._drop()
+            except Exception:   # interpreter shutdown: MPI may be gone
+                pass
 
     def _finish(self, block):
         if self._done:
@@ -234,6 +244,7 @@ class Work:
             self._finish(True)
         elif not poll_until(lambda: self._finish(False), timeout):
             if self._expire is not None:
+                self._drop = None   # the timeout keeps the buffers alive now
                 raise self._expire(timeout)
             from ..collectives.runtime.context import CollectiveTimeout
             raise CollectiveTimeout(f"Work.wait: not complete after {timeout} s")
@@ -288,7 +299,8 @@ def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, 
             return _PENDING
         complete(rec, group.comm, t, req)
         return run_post(op, group, finish())
-    return Work(run, lambda seconds: timed_out(rec, group.comm, seconds, req, keep=start))
+    return Work(run, lambda seconds: timed_out(rec, group.comm, seconds, req, keep=start),
+                lambda: keep_until_done(req, start))
 
 
 _CHECKED_DTYPES: set = set()   # dtypes of NumPy operands found valid (checked once each)
@@ -332,15 +344,13 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
     g = _group(group)
     t = _timeout(g, timeout)
     weak, b = _buf(x, "all_reduce", t, async_op)
-    acc = accumulation_dtype(b.dtype, op)
+    acc, mop = mpi_reduction(op, b.dtype, "all_reduce")
     send = b.astype(acc) if acc != b.dtype else b
     out = result_buffer(send.shape, send.dtype)
     return _call("all_reduce", g, b, t, async_op,
-                 lambda: g.comm.Iallreduce(mpi_view(send), mpi_view(out),
-                                           op=mpi_op("sum" if op == "avg" else op, acc)),
+                 lambda: g.comm.Iallreduce(mpi_view(send), mpi_view(out), op=mop),
                  lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), weak),
-                 lambda: g.comm.Allreduce(mpi_view(send), mpi_view(out),
-                                          op=mpi_op("sum" if op == "avg" else op, acc)),
+                 lambda: g.comm.Allreduce(mpi_view(send), mpi_view(out), op=mop),
                  params={"op": op})
 
 
@@ -372,17 +382,13 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"reduce_scatter: dim 0 of shape {b.shape} must be divisible by the "
                          f"group size {n}")
-    acc = accumulation_dtype(b.dtype, op)
+    acc, mop = mpi_reduction(op, b.dtype, "reduce_scatter")
     send = b.astype(acc) if acc != b.dtype else b
     out = result_buffer((b.shape[0] // n,) + b.shape[1:], acc)
     return _call("reduce_scatter", g, b, t, async_op,
-                 lambda: g.comm.Ireduce_scatter_block(
-                     mpi_view(send), mpi_view(out),
-                     op=mpi_op("sum" if op == "avg" else op, acc)),
+                 lambda: g.comm.Ireduce_scatter_block(mpi_view(send), mpi_view(out), op=mop),
                  lambda: wrap(finish_reduce(out, op, n, b.dtype), weak),
-                 lambda: g.comm.Reduce_scatter_block(
-                     mpi_view(send), mpi_view(out),
-                     op=mpi_op("sum" if op == "avg" else op, acc)),
+                 lambda: g.comm.Reduce_scatter_block(mpi_view(send), mpi_view(out), op=mop),
                  params={"op": op})
 
 
@@ -407,11 +413,10 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
     """Member ``src``'s ``x`` on every member (others pass an array of the same shape/dtype).
 
     Raises:
-        ValueError: ``src`` out of range.
+        ValueError: ``src`` is not a rank of the group (an int in ``[0, size)``).
     """
     g = _group(group)
-    if not 0 <= src < g.size():
-        raise ValueError(f"broadcast: src {src} out of range for a group of {g.size()}")
+    src = peer_rank(g, src, "src", "broadcast")
     t = _timeout(g, timeout)
     weak, b = _buf(x, "broadcast", t, async_op)
     out = b.copy()

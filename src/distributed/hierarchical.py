@@ -41,12 +41,12 @@ import math
 
 import numpy as np
 
-from ..collectives.runtime.inprocess import (accumulation_dtype, all_to_all_params,
-                                             finish_reduce, gather_params, reduce_ufunc)
+from ..collectives.runtime.inprocess import (all_to_all_params, finish_reduce, gather_params,
+                                             reduce_ufunc)
 from ..core.placements import chunk_bounds
 from . import runtime
 from .hooks import run_post, run_pre
-from .mpi_types import mpi_op, mpi_view, result_buffer
+from .mpi_types import mpi_reduction, mpi_view, result_buffer
 from .requests import Chain, Requests
 
 _TAGS = 32768   # MPI guarantees tags up to 32767
@@ -152,13 +152,12 @@ def _collective(mc, ctx, lay, axes, name, x, work, uneven=None, **params):
 def all_reduce(mc, ctx, lay, x, axes, op):
     def work(group, slots, x):
         comm = group.comm
-        acc = accumulation_dtype(x.dtype, op)
+        acc, mop = mpi_reduction(op, x.dtype, "all_reduce")
         fn = reduce_ufunc(op)
         part = np.array(slots[0], dtype=acc, order="C")
         for s in slots[1:]:
             fn(part, s, out=part)
         out = result_buffer(part.shape, part.dtype)
-        mop = mpi_op("sum" if op == "avg" else op, acc)
         mc.guard("all_reduce", group,
                  lambda: comm.Iallreduce(mpi_view(part), mpi_view(out), op=mop),
                  x, {"op": op, "axes": list(axes)},
@@ -221,7 +220,7 @@ def reduce_scatter(mc, ctx, lay, x, axes, op, dim, tiled):
     def work(group, slots, x):
         comm = group.comm
         n = lay.size
-        acc = accumulation_dtype(x.dtype, op)
+        acc, mop = mpi_reduction(op, x.dtype, "reduce_scatter")
         fn = reduce_ufunc(op)
         part = np.array(np.moveaxis(slots[0], dim, 0), dtype=acc, order="C")
         for s in slots[1:]:
@@ -232,7 +231,6 @@ def reduce_scatter(mc, ctx, lay, x, axes, op, dim, tiled):
         lens = [[bounds[r][1] - bounds[r][0] for r in m] for m in lay.members]
         out = result_buffer((sum(lens[lay.me]),) + part.shape[1:], acc)
         counts = [sum(ls) * row for ls in lens]
-        mop = mpi_op("sum" if op == "avg" else op, acc)
         mc.guard("reduce_scatter", group,
                  lambda: comm.Ireduce_scatter(mpi_view(send), mpi_view(out), counts, op=mop),
                  x, {"op": op, "dim": dim, "tiled": tiled, "axes": list(axes)},

@@ -27,7 +27,9 @@ concat-axis size), then Alltoallv; ppermute -> Isend / Irecv pairs; broadcast ->
 timeout each is nonblocking (the size exchange and the data one timed operation), without it
 blocking. NumPy buffers are passed to MPI directly (no pickling); a non-leading axis is moved to
 the front first. Low-precision floats (float16, bfloat16, float8, float4) are reduced in float32
-and rounded once, as the in-process runtime does. Every call goes through ``guarded``
+and rounded once, as the in-process runtime does; sums of 8- and 16-bit integers are made in 32
+bits and wrapped back (Open MPI's AVX ops saturate them: ``mpi_types.mpi_reduction``). Every
+call goes through ``guarded``
 (src/distributed/failures.py): a dead peer or a timeout becomes RankFailure / CollectiveTimeout
 (naming the ranks that never arrived), and the flight
 recorder logs it; the collective hooks (src/distributed/hooks.py) run around it.
@@ -40,13 +42,13 @@ import numpy as np
 
 from ..arrays import device as _device
 from ..collectives.runtime.context import collective_timeout
-from ..collectives.runtime.inprocess import (InProcessComm, accumulation_dtype,
-                                             all_to_all_params, finish_reduce, gather_params)
+from ..collectives.runtime.inprocess import (InProcessComm, all_to_all_params, finish_reduce,
+                                             gather_params)
 from ..core.placements import chunk_bounds
 from . import arrival, hierarchical, runtime
 from .failures import guarded
 from .hooks import run_post, run_pre
-from .mpi_types import mpi_op, mpi_view, result_buffer
+from .mpi_types import mpi_reduction, mpi_view, result_buffer
 from .requests import Chain, InThread, Requests
 
 _GROUPS: dict = {}    # devices of a mesh group -> its ProcessGroup
@@ -170,10 +172,9 @@ class MPIComm:
             return routed
         group, comm, _ = self.group_comm(ctx, axes)
         x = _contig(x)
-        acc = accumulation_dtype(x.dtype, op)
+        acc, mop = mpi_reduction(op, x.dtype, "all_reduce")
         send = x.astype(acc) if acc != x.dtype else x
         out = result_buffer(send.shape, send.dtype)
-        mop = mpi_op("sum" if op == "avg" else op, send.dtype)
         self._run("all_reduce", group,
                   lambda: comm.Iallreduce(mpi_view(send), mpi_view(out), op=mop),
                   x, {"op": op, "axes": list(axes)},
@@ -223,7 +224,7 @@ class MPIComm:
         n = comm.Get_size()
         x = np.asarray(x)
         front = _contig(np.moveaxis(x, dim, 0))
-        acc = accumulation_dtype(x.dtype, op)
+        acc, mop = mpi_reduction(op, x.dtype, "reduce_scatter")
         send = front.astype(acc) if acc != x.dtype else front
         row = int(np.prod(front.shape[1:], dtype=np.int64))
         if tiled:
@@ -231,7 +232,6 @@ class MPIComm:
         else:
             sizes = [1] * n
         out = result_buffer((sizes[rank],) + front.shape[1:], acc)
-        mop = mpi_op("sum" if op == "avg" else op, acc)
         counts = [s * row for s in sizes]
         self._run("reduce_scatter", group,
                   lambda: comm.Ireduce_scatter(mpi_view(send), mpi_view(out), counts, op=mop),

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 
+from ..collectives.runtime.inprocess import accumulation_dtype
 from ..lowering.runtime.native import empty as pooled_empty
 from . import runtime
 
@@ -40,6 +41,38 @@ def mpi_view(arr):
     raw = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
     v = arr.view(raw)
     return [v, table[np.dtype(raw)]]
+
+
+_REDUCTIONS: dict = {}
+# Open MPI 5.0's AVX reduction ops (op/avx) saturate sums of 8- and 16-bit integers (int8: 100 +
+# 100 gave 127 from 64 elements on, -56 below) where NumPy and the in-process runtime wrap
+# around: such sums are made in 32 bits and wrapped back by finish_reduce.
+_WIDER_SUMS = {np.dtype(np.int8): np.dtype(np.int32), np.dtype(np.int16): np.dtype(np.int32),
+               np.dtype(np.uint8): np.dtype(np.uint32), np.dtype(np.uint16): np.dtype(np.uint32)}
+
+
+def mpi_reduction(op, dtype, what):
+    """``(dtype the members' values are combined in, MPI op)`` of Starling reduce op ``op``
+    ("sum", "avg", "max", "min", "prod") over values of ``dtype``, for the MPI collective
+    ``what`` (named in errors). The dtype is ``accumulation_dtype``'s (low-precision floats in
+    float32, averages of integers in 64 bits), with sums of 8- and 16-bit integers made in 32
+    bits (see ``_WIDER_SUMS``); ``finish_reduce`` brings the result back to ``dtype``.
+
+    Raises:
+        TypeError: "max" / "min" of complex values (MPI defines no order of complex numbers).
+    """
+    got = _REDUCTIONS.get((op, dtype))
+    if got is None:
+        dt = np.dtype(dtype)
+        if dt.kind == "c" and op in ("max", "min"):
+            raise TypeError(f"{what}: reduce op {op!r} is not defined for {dt.name} across "
+                            "processes (MPI orders no complex numbers); complex values take "
+                            "'sum', 'avg' or 'prod'")
+        acc = accumulation_dtype(dt, op)
+        if op == "sum":
+            acc = _WIDER_SUMS.get(acc, acc)
+        got = _REDUCTIONS[(op, dtype)] = (acc, mpi_op("sum" if op == "avg" else op, acc))
+    return got
 
 
 _OPS: dict = {}

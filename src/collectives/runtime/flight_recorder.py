@@ -22,6 +22,7 @@ Dumps go to ``$STARLING_FLIGHT_RECORDER_DIR``, else a temporary directory named 
 from __future__ import annotations
 
 import collections
+import copy
 import itertools
 import os
 import socket
@@ -107,7 +108,8 @@ class Record:
         return {"index": self.index, "primitive": self.op, "source": self.source, "depth": 0,
                 "inputs": [{"shape": [int(s) for s in self.shapes],
                             "dtype": dtype_name(self.dtype), "weak": False}],
-                "outputs": [], "params": dict(self.params) if self.params is not None else {},
+                "outputs": [],
+                "params": copy.deepcopy(self.params) if self.params is not None else {},
                 "kind": self.kind, "rank": self.rank, "group": self.group,
                 "group_ranks": self.group_ranks, "seq": self.seq, "peer": self.peer,
                 "state": self.state, "start": self.start, "end": self.end, "error": self.error}
