@@ -255,6 +255,18 @@ def test_window_two_ranks_and_flight_recorder_of_a_mismatched_job(tmp_path, monk
         dist.barrier()
         close(h.array().astype(snp.float32), [3.0, 1.0])
         h.free()
+        # Open MPI's accumulate saturates 8- and 16-bit integer sums: refused, not wrong
+        i8 = dist.Window(np.zeros(4, np.int8))
+        i8.fence()
+        try:
+            i8.accumulate(np.full(2, 100, np.int8), o)
+            raise AssertionError("int8 sum")
+        except TypeError as e:
+            assert "saturates sums of int8" in str(e) and "window of int32" in str(e), e
+        i8.accumulate(np.full(2, 100, np.int8), o, op="max")
+        i8.fence()
+        close(i8.array(), [100, 100, 0, 0])
+        i8.free()
         passive_target_check()
 
         # a consistent history, dumped on demand

@@ -38,7 +38,7 @@ from .codec import _DTYPES
 from .failures import complete
 from .hooks import run_post, run_pre
 from .group import _PENDING, Work, _group, _timeout, peer_rank
-from .mpi_types import _table, mpi_op, mpi_view
+from .mpi_types import _WIDER_SUMS, _table, mpi_op, mpi_view
 from .objects import all_gather_object
 from .requests import InThread
 
@@ -249,7 +249,9 @@ class Window:
 
         Raises:
             ValueError: an unknown op, ``target`` out of range. IndexError: out of bounds.
-            TypeError: a reduction MPI cannot do on the dtype (float16, bfloat16, float8).
+            TypeError: a reduction MPI cannot do on the dtype (float16, bfloat16, float8), or
+                a sum of 8- or 16-bit integers (Open MPI's accumulate saturates those: int8 100
+                + 100 gives 127 where NumPy wraps around to -56).
         """
         if op not in _ACC_OPS:
             raise ValueError(f"Window.accumulate: op must be one of {_ACC_OPS}, got {op!r}")
@@ -257,6 +259,10 @@ class Window:
         MPI = self._MPI
         if op == "replace":
             mop = MPI.REPLACE
+        elif op == "sum" and v.dtype in _WIDER_SUMS:
+            raise TypeError(f"Window.accumulate: Open MPI's accumulate saturates sums of "
+                            f"{v.dtype} (100 + 100 in int8 gives 127, not -56); use a window of "
+                            f"{_WIDER_SUMS[v.dtype]}, or op='replace'")
         elif v.dtype in _table():
             mop = mpi_op(op, v.dtype)
         else:
