@@ -11,9 +11,11 @@ on PATH), adding the flags this machine needs:
   detector (heartbeats every S/4 seconds, kept going while Python computes by a progress thread
   that ``starling.distributed.initialize`` starts): a process that is alive but silent for S
   seconds (stopped, cut off) counts as failed, so its peers get ``RankFailure`` instead of
-  waiting. Without it, only processes that exit or
-  die are detected (within a fraction of a second), and a silent one is caught by collective
-  timeouts (``CollectiveTimeout``). Too small a value declares slow processes dead: keep S
+  waiting. Without it, only processes that die or exit with status 0 are detected (within a
+  fraction of a second): Open MPI 5.0's runtime takes a non-zero exit without MPI_Finalize
+  (``os._exit(3)``) for the end of the job and its abort hangs, which the detector turns into
+  ``RankFailure`` after S seconds; a silent process is caught by collective timeouts
+  (``CollectiveTimeout``). Too small a value declares slow processes dead: keep S
   well above the longest stall you expect (default detector: off);
 * ``-m module`` runs a module like ``python -m``.
 
