@@ -12,7 +12,10 @@ the other processes waiting forever in their next collective: Python's ``sys.exc
 the traceback, runs the callbacks with the exception as the reason, then
 
 * in a fault-tolerant job (ULFM, ``python -m starling.launch --fault-tolerant``) ends only this
-  process (exit code 1): the survivors get ``RankFailure`` and may ``reconfigure()``;
+  process, with exit status 0 and the reason on stderr: the survivors get ``RankFailure`` and
+  may ``reconfigure()``. (Open MPI 5.0's runtime takes a non-zero exit without MPI_Finalize for
+  the end of the whole job, even under ULFM, and its abort hung: the survivors never saw the
+  failure);
 * otherwise aborts the whole job with exit code 1.
 
 Callbacks run in the process that aborts; the other processes are ended by the MPI runtime
@@ -114,7 +117,7 @@ def _excepthook(etype, value, tb):
               "other processes see RankFailure", file=sys.stderr)
         run_callbacks(reason)
         _flush()
-        os._exit(1)
+        os._exit(0)   # a non-zero status makes Open MPI end (and hang) the whole job
     abort(reason, 1)
 
 
