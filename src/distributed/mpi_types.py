@@ -103,7 +103,10 @@ def result_buffer(shape, dtype) -> np.ndarray:
     src/lowering/runtime/native.py), 64 bytes into the pool's block: the pool hands out blocks
     of 4 MiB and more on a 2 MiB boundary, and Open MPI's shared-memory all-reduce into a
     page-aligned output ran 25-50% slower on two ranks (64 MiB: 60 vs 48 ms; 4 MiB: 1.40 vs
-    0.94 ms) than into one 64 bytes further, whatever the input's offset.
+    0.94 ms) than into one 64 bytes further, whatever the input's offset. The cost: such a
+    block is 64 bytes longer than the result, so one whose size is a whole number of 2 MiB
+    huge pages touches one huge page more (a 4 MiB result: three), and the pool, which matches
+    blocks by exact size, keeps them apart from kernel outputs of the same shape.
     """
     dt = np.dtype(dtype)
     if math.prod(shape) * dt.itemsize < _POOLED:
