@@ -75,21 +75,13 @@ def mpi_reduction(op, dtype, what):
     return got
 
 
-_OPS: dict = {}
-
-
 def mpi_op(op, dtype):
     """The MPI op of a Starling reduce op for ``dtype`` (bool: sum / max are or, min / prod
     and, as NumPy's ufuncs compute on bool)."""
-    got = _OPS.get((op, dtype))
-    if got is None:
-        MPI = runtime.mpi()
-        if np.dtype(dtype) == np.bool_:
-            got = {"sum": MPI.LOR, "max": MPI.LOR, "min": MPI.LAND, "prod": MPI.LAND}[op]
-        else:
-            got = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
-        _OPS[(op, dtype)] = got
-    return got
+    MPI = runtime.mpi()
+    if np.dtype(dtype) == np.bool_:
+        return {"sum": MPI.LOR, "max": MPI.LOR, "min": MPI.LAND, "prod": MPI.LAND}[op]
+    return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
 
 
 _POOLED = 1 << 20   # results from this size on come from the recycled buffer pool

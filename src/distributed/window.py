@@ -38,7 +38,7 @@ from .codec import _DTYPES
 from .failures import complete
 from .hooks import run_post, run_pre
 from .group import _PENDING, Work, _group, _timeout, peer_rank
-from .mpi_types import _WIDER_SUMS, _table, mpi_op, mpi_view
+from .mpi_types import mpi_reduction, mpi_view
 from .objects import all_gather_object
 from .requests import InThread
 
@@ -249,9 +249,10 @@ class Window:
 
         Raises:
             ValueError: an unknown op, ``target`` out of range. IndexError: out of bounds.
-            TypeError: a reduction MPI cannot do on the dtype (float16, bfloat16, float8), or
-                a sum of 8- or 16-bit integers (Open MPI's accumulate saturates those: int8 100
-                + 100 gives 127 where NumPy wraps around to -56).
+            TypeError: a reduction MPI cannot do in place on the dtype: the ones collectives
+                make in a wider dtype (``mpi_types.mpi_reduction``): float16, bfloat16, float8,
+                and sums of 8- or 16-bit integers (Open MPI saturates those: int8 100 + 100
+                gives 127 where NumPy wraps around to -56); max / min of complex values.
         """
         if op not in _ACC_OPS:
             raise ValueError(f"Window.accumulate: op must be one of {_ACC_OPS}, got {op!r}")
@@ -259,15 +260,14 @@ class Window:
         MPI = self._MPI
         if op == "replace":
             mop = MPI.REPLACE
-        elif op == "sum" and v.dtype in _WIDER_SUMS:
-            raise TypeError(f"Window.accumulate: Open MPI's accumulate saturates sums of "
-                            f"{v.dtype} (100 + 100 in int8 gives 127, not -56); use a window of "
-                            f"{_WIDER_SUMS[v.dtype]}, or op='replace'")
-        elif v.dtype in _table():
-            mop = mpi_op(op, v.dtype)
         else:
-            raise TypeError(f"Window.accumulate: MPI cannot compute {op!r} on {v.dtype}; use "
-                            "op='replace' or a float32 window")
+            # the target cannot be widened as a collective's result is
+            acc, mop = mpi_reduction(op, v.dtype, "Window.accumulate")
+            if acc != v.dtype:
+                raise TypeError(f"Window.accumulate: MPI cannot compute {op!r} on {v.dtype} in "
+                                f"place (it must be combined in {acc}: Open MPI has no "
+                                "low-precision floats and saturates 8- and 16-bit integer "
+                                f"sums); use a window of {acc}, or op='replace'")
         with self._epoch(target, False):
             self._inflight.append(v)
             self._win.Accumulate(mpi_view(v), target, target=spec, op=mop)

@@ -20,7 +20,6 @@ joined, or that two different operations meet at, fails with a CollectiveMismatc
 from __future__ import annotations
 
 import contextlib
-import functools
 import itertools
 import math
 import queue
@@ -47,7 +46,6 @@ def reduce_ufunc(op):
             "prod": np.multiply}[op]
 
 
-@functools.lru_cache(maxsize=256)   # on the path of every collective
 def accumulation_dtype(dt, op=None):
     """The dtype members' values of ``dt`` are combined in by reduce op ``op``: low-precision
     floats in float32 (rounded once), as Starling's reductions do; for "avg" also integers and
