@@ -25,9 +25,11 @@ class CallSpec:
     every record of the call, never changed), ``fingerprint`` (int64: op, dtype, params and the
     shape outside ``params["free_dims"]``, the dims the members may differ in), ``description``
     (``op(args) of dtype[shape]``, the mode left out) and ``check`` (int64 array ``[h, -h]`` of
-    the description's 56-bit hash ``h``: the agreement check all-reduces it with MAX)."""
+    the description's 56-bit hash ``h``: the agreement check all-reduces it with MAX;
+    ``check_bytes`` its bytes)."""
 
-    __slots__ = ("op", "shape", "dtype", "params", "fingerprint", "description", "check")
+    __slots__ = ("op", "shape", "dtype", "params", "fingerprint", "description", "check",
+                 "check_bytes")
 
     def __init__(self, op, shape, dtype, params):
         self.op, self.shape, self.dtype, self.params = op, shape, dtype, params
@@ -41,6 +43,7 @@ class CallSpec:
                            "little")
         self.check = np.array([h, -h], np.int64)
         self.check.flags.writeable = False
+        self.check_bytes = self.check.tobytes()
 
 
 _SPECS: dict = {}

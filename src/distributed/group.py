@@ -17,6 +17,7 @@ third-party runtimes register through the ``starling.distributed.backends`` entr
 from __future__ import annotations
 
 import weakref
+from functools import partial
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from . import arrival, flight_recorder, runtime
 from .agreement import check, header_comm, recv_checked, send_with_header
 from .callspec import call_spec
 from .failures import (call_mode, complete, detect_failures, guarded, keep_until_done,
-                       mpi_error, poll_until, timed_out)
+                       mpi_error, poll_until, run_blocking, timed_out)
 from .hooks import run_post, run_pre
 from .mpi_types import mpi_reduction, mpi_view, result_buffer
 
@@ -276,6 +277,10 @@ def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, 
         return run_post(op, group, finish())
     # a rank calling it blocking would never match one calling it nonblocking: file the mode
     spec = call_spec(op, shapes, dtype, params, call_mode(t, blocking, async_op))
+    if t is None and blocking is not None and not async_op:
+        run_blocking(op, group.comm, spec, group.track, blocking,
+                     None if op == "barrier" else partial(check, spec, group))
+        return run_post(op, group, finish())
     if not async_op:
         # the members' agreement is checked first (not under a timeout, nor for a Work whose
         # wait may time out: a collective given up on must stay one MPI operation, which the
