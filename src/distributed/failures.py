@@ -241,33 +241,6 @@ def guarded(op, comm, timeout, start, shapes=(), dtype=None, poll=1e-4, blocking
     return complete(rec, comm, timeout, start, poll, blocking, before)
 
 
-def run_blocking(op, comm, spec, track, blocking, before=None):
-    """``guarded`` for the common case, with less on the path: a collective run by its blocking
-    call ``blocking()`` with no timeout, ``spec`` its CallSpec (mode "blocking"), ``track`` its
-    group's arrival track, ``before()`` run first (the agreement check).
-
-    Every call of a training loop's gradient all-reduce takes this path, and after a transfer of
-    a few MiB its bookkeeping runs with cold caches: each Python call on it costs several times
-    what it costs in a tight loop (a 1 MiB all_gather on two ranks takes ~190 us in MPI).
-
-    Raises:
-        RankFailure: as ``guarded``; whatever ``before()`` raises (recorded as the end).
-    """
-    rec = fr.begin(op, comm, spec=spec, track=track)
-    if _ABANDONED:
-        _reap()
-    try:
-        if before is not None:
-            before()
-        blocking()
-    except Exception as e:
-        if isinstance(e, runtime.mpi().Exception):
-            raise mpi_error(rec, comm, e) from None
-        fr.end(rec, "error", e)   # the agreement check's ValueError
-        raise
-    fr.end(rec, "completed")
-
-
 def call_mode(timeout, blocking, async_op=False):
     """How an operation with the blocking form ``blocking`` (or None) runs under ``timeout``:
     "blocking", "nonblocking" (it has both forms: which one the flight recorder files; an
@@ -280,27 +253,39 @@ def call_mode(timeout, blocking, async_op=False):
 def complete(rec, comm, timeout, start, poll=1e-4, blocking=None, before=None):
     """Starts (``start()``, or a request already started) and finishes the operation recorded
     as ``rec`` (see ``guarded``)."""
+    if _ABANDONED:
+        _reap()
+    if timeout is None:
+        return _run(rec, comm, before, blocking if blocking is not None else
+                    lambda: (start() if callable(start) else start).Wait())
     MPI = runtime.mpi()
-    _reap()
-    done = True
     try:
-        if timeout is None:
-            if before is not None:
-                before()
-            if blocking is not None:
-                blocking()
-            else:
-                (start() if callable(start) else start).Wait()
-        else:
-            req = start() if callable(start) else start
-            done = poll_until(req.Test, timeout, poll)
+        req = start() if callable(start) else start
+        done = poll_until(req.Test, timeout, poll)
     except MPI.Exception as e:
         raise mpi_error(rec, comm, e) from None
-    except Exception as e:   # the agreement check's ValueError, a request chain's own error
+    except Exception as e:   # a request chain's own error
         fr.end(rec, "error", e)
         raise
     if not done:
         raise timed_out(rec, comm, timeout, req, keep=start)
+    fr.end(rec, "completed")
+
+
+def _run(rec, comm, before, run):
+    """``before()`` (or None) then ``run()``, with no timeout: the path of every blocking eager
+    collective (a training loop's gradient all-reduce), kept short: after a transfer of a few
+    MiB its bookkeeping runs with cold caches and each Python call on it costs several times
+    what it costs in a tight loop (a 1 MiB all_gather on two ranks takes ~190 us in MPI)."""
+    try:
+        if before is not None:
+            before()
+        run()
+    except Exception as e:
+        if isinstance(e, runtime.mpi().Exception):
+            raise mpi_error(rec, comm, e) from None
+        fr.end(rec, "error", e)   # the agreement check's ValueError, a request chain's error
+        raise
     fr.end(rec, "completed")
 
 

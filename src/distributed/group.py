@@ -30,7 +30,7 @@ from . import arrival, flight_recorder, runtime
 from .agreement import check, header_comm, recv_checked, send_with_header
 from .callspec import call_spec
 from .failures import (call_mode, complete, detect_failures, guarded, keep_until_done,
-                       mpi_error, poll_until, run_blocking, timed_out)
+                       mpi_error, poll_until, timed_out)
 from .hooks import run_post, run_pre
 from .mpi_types import mpi_reduction, mpi_view, result_buffer
 
@@ -277,16 +277,12 @@ def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, 
         return run_post(op, group, finish())
     # a rank calling it blocking would never match one calling it nonblocking: file the mode
     spec = call_spec(op, shapes, dtype, params, call_mode(t, blocking, async_op))
-    if t is None and blocking is not None and not async_op:
-        run_blocking(op, group.comm, spec, group.track, blocking,
-                     None if op == "barrier" else partial(check, spec, group))
-        return run_post(op, group, finish())
     if not async_op:
         # the members' agreement is checked first (not under a timeout, nor for a Work whose
         # wait may time out: a collective given up on must stay one MPI operation, which the
         # late members still complete)
         guarded(op, group.comm, t, start, blocking=blocking, spec=spec, track=group.track,
-                before=None if op == "barrier" else lambda: check(spec, group))
+                before=None if op == "barrier" else partial(check, spec, group))
         return run_post(op, group, finish())
     rec = flight_recorder.begin(op, group.comm, spec=spec, track=group.track)
     MPI = runtime.mpi()
@@ -367,7 +363,7 @@ def all_gather(x, group=None, async_op=False, timeout=None):
     out = result_buffer((g.size(),) + b.shape, b.dtype)
     return _call("all_gather", g, b, t, async_op,
                  lambda: g.comm.Iallgather(mpi_view(b), mpi_view(out)),
-                 lambda: [wrap(out[i], weak) for i in range(g.size())],
+                 lambda: [wrap(row, weak) for row in out],
                  lambda: g.comm.Allgather(mpi_view(b), mpi_view(out)))
 
 
