@@ -4,8 +4,8 @@ Run: ``python benchmarks/mpi_collectives.py [--quick]`` (it launches itself on 2
 ``python -m starling.launch``). For each size from 1 KiB to 64 MiB (float32), rank 0 prints the
 bandwidth of ``starling.distributed.all_reduce`` / ``all_gather`` and of mpi4py's
 ``Allreduce`` / ``Allgather`` on the same buffers, rounds interleaved (the order swapped
-every round), the median of the rounds, and the ratio of the medians with its spread (the
-quartiles of the per-round ratios; target: >= 0.9 for sizes >= 1 MiB). The
+every round), the median of the rounds, and the median of the per-round ratios (each round
+times both back to back) with its quartiles (target: >= 0.9 for sizes >= 1 MiB). The
 medians, not the best rounds: two ranks busy-polling on a shared two-core machine see stalls
 of either side, and one lucky round of one contender made single-run ratios swing from 0.6 to
 2.4 at the same size.
@@ -13,12 +13,15 @@ of either side, and one lucky round of one contender made single-run ratios swin
 The same buffers: mpi4py reads the same input and writes into the memory Starling's result
 would take (``mpi_types.result_buffer``, called on every call as Starling does: for results of
 1 MiB and more the recycled block Starling's own call just released). Which memory a large
-reduction writes decides its speed here by more than Starling's overhead does: on this two-core
-machine, one 64 MiB ``Allreduce`` into differently allocated but equally warm outputs of the
-same process took 23 to 45 ms depending on the output, stable within a run and changing from
-run to run, so a fixed NumPy output for mpi4py against Starling's pooled one compared two
-allocations, not two libraries (ratios of 0.65 and 2.7 in one run). The last column, mpi4py
-into its own fixed NumPy output, is printed for reference.
+reduction writes decides its speed here by more than Starling's overhead does, and not by how
+that memory was made: in one process holding a NumPy output, six pool blocks (at offsets 64 B
+to 1 MiB) and a second NumPy output, all warm, a 64 MiB ``Allreduce`` took 20-23 ms into each
+but the last one allocated, 34-40 ms into that one; one more 4 MiB allocation after it made it
+fast (and, in one run, the first NumPy output slow). Starling's result block is allocated by
+its first call, after the benchmark's own buffers, so a fixed NumPy output for mpi4py against
+it compared two allocations, not two libraries (ratios of 0.65 at 64 MiB and 2.7 at 1 MiB in
+one run). The last column, mpi4py into its own fixed NumPy output (allocated first), is printed
+for reference.
 """
 from __future__ import annotations
 
@@ -72,12 +75,13 @@ def worker(quick):
                     times[who].append(dt)
             if r == 0:
                 med = {who: float(np.median(t)) for who, t in times.items()}
-                # each round times both back to back: the quartiles of the rounds' ratios
-                lo, hi = np.quantile(np.divide(times["mpi4py"], times["starling"]),
-                                     [0.25, 0.75])
+                # each round times both back to back: the median and quartiles of the rounds'
+                # ratios (a ratio of the two medians can fall outside those quartiles)
+                lo, mid, hi = np.quantile(np.divide(times["mpi4py"], times["starling"]),
+                                          [0.25, 0.5, 0.75])
                 gb = lambda t: nbytes / t / 1e9
                 print(f"{nbytes:>10} {name:>10} {gb(med['starling']):>14.3f} "
-                      f"{gb(med['mpi4py']):>12.3f} {med['mpi4py'] / med['starling']:>7.2f} "
+                      f"{gb(med['mpi4py']):>12.3f} {mid:>7.2f} "
                       f"({lo:.2f}, {hi:.2f}) {gb(med['own']):>23.3f}", flush=True)
 
 

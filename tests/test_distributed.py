@@ -507,6 +507,24 @@ def test_members_that_disagree_get_a_clear_error_not_a_wrong_result(tmp_path):
         raises(lambda: dist.broadcast(snp.ones(3 if r == 0 else 4), 0), "broadcast",
                "float32[4]")
         raises(lambda: dist.all_gather(snp.ones(2 if r == 0 else 3)), "all_gather")
+        # a barrier is checked too (it waited forever for an all_reduce on the other rank)
+        raises(lambda: dist.barrier() if r == 0 else dist.all_reduce(snp.ones(2)),
+               "rank 0: barrier() of float64[]", "rank 1: all_reduce(op=sum) of float32[2]")
+        dist.barrier()
+        # a pre hook refusing the call on one rank: the other's check names the refusal (its
+        # all_reduce paired with rank 1's next one: a wrong result, then a hang)
+        def pre(op, g, v):
+            if r == 1:
+                raise RuntimeError("health check failed")
+        with dist.register_collective_hooks(pre=pre):
+            if r == 1:
+                with pytest.raises(RuntimeError, match="health check failed"):
+                    dist.all_reduce(snp.ones(2))
+            else:
+                raises(lambda: dist.all_reduce(snp.ones(2)),
+                       "rank 1: all_reduce(refused_by_pre_hook=RuntimeError: health check "
+                       "failed) of float32[2]")
+        close(dist.all_reduce(snp.arange(2.0)), [0.0, 2.0])
         # each call is checked, also once both ranks made (and cached) both calls
         for _ in range(3):
             close(dist.all_reduce(snp.ones(3)), [2.0] * 3)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import runtime
+from .callspec import CallSpec
 from .requests import Chain, Requests
 
 _HEADER = 24   # int64 words: dtype name (16 bytes), ndim, up to 21 dims
@@ -46,6 +47,21 @@ def check(spec, group):
             "called it with different shapes, dtypes or arguments: " +
             "; ".join(f"rank {r}: {c}" for r, c in enumerate(calls)) +
             "; every member must pass the same")
+
+
+def refuse(op, group, x, error):
+    """Takes part in the agreement check of collective ``op`` (input ``x``) that this member's
+    pre hook refused with ``error`` (src/distributed/hooks.py), so that the other members'
+    check fails with a ValueError naming the refusal instead of their ``op`` pairing with
+    this member's next collective (a wrong result, then a hang). Returns normally; the caller
+    raises ``error``. When every member's hook raised the same error, the checks agree and
+    nobody starts the collective."""
+    why = f"{type(error).__name__}: {error}"[:200]
+    spec = CallSpec(op, tuple(np.shape(x)), np.asarray(x).dtype, {"refused_by_pre_hook": why})
+    try:
+        check(spec, group)
+    except ValueError:   # the others' calls: they raise the ValueError, this member ``error``
+        pass
 
 
 def header_comm(comm):

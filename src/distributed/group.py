@@ -27,7 +27,7 @@ from ..collectives.runtime.context import set_collective_timeout
 from ..core import dtypes
 from ..collectives.runtime.inprocess import finish_reduce
 from . import arrival, flight_recorder, runtime
-from .agreement import check, header_comm, recv_checked, send_with_header
+from .agreement import check, header_comm, recv_checked, refuse, send_with_header
 from .callspec import call_spec
 from .failures import (call_mode, complete, detect_failures, guarded, keep_until_done,
                        mpi_error, poll_until, timed_out)
@@ -269,7 +269,12 @@ def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, 
     (used when no timeout applies), ``finish()`` the result; the collective hooks run around it
     (src/distributed/hooks.py). ``params``: the op's arguments (flight recorder, agreement
     check); ``record``: how a message is filed (``kind``, ``peer``, ``tag``)."""
-    run_pre(op, group, x)
+    try:
+        run_pre(op, group, x)
+    except Exception as e:
+        if not (record or async_op) and t is None and blocking is not None:
+            refuse(op, group, x, e)
+        raise
     shapes, dtype = x.shape, x.dtype
     if record:   # a message: its two ends are matched by the header (agreement.py)
         guarded(op, group.comm, t, start, shapes=shapes, dtype=dtype, blocking=blocking,
@@ -282,7 +287,7 @@ def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, 
         # wait may time out: a collective given up on must stay one MPI operation, which the
         # late members still complete)
         guarded(op, group.comm, t, start, blocking=blocking, spec=spec, track=group.track,
-                before=None if op == "barrier" else partial(check, spec, group))
+                before=partial(check, spec, group))
         return run_post(op, group, finish())
     rec = flight_recorder.begin(op, group.comm, spec=spec, track=group.track)
     MPI = runtime.mpi()
@@ -486,10 +491,19 @@ def recv(like, src, group=None, tag=0, timeout=None):
 
 
 def barrier(group=None, timeout=None):
-    """Waits until every member arrives."""
+    """Waits until every member arrives.
+
+    Raises:
+        ValueError: another member called a different collective at this point (checked as
+            every collective is: without a timeout).
+    """
     g = _group(group)
+    # without a timeout the agreement check runs first, and its all-reduce completes on no
+    # member before every member entered it: that check is the barrier (a separate
+    # MPI_Barrier would only repeat it; skipping the check let a barrier on one rank and an
+    # all_reduce on another wait for each other forever)
     _call("barrier", g, np.zeros(()), _timeout(g, timeout), False, lambda: g.comm.Ibarrier(),
-          lambda: None, lambda: g.comm.Barrier())
+          lambda: None, lambda: None)
 
 
 _NEW_GROUPS = [0]

@@ -22,7 +22,11 @@ no hooks). It returns a handle whose ``remove()`` unregisters them (also a conte
   no post hook.
 
 Uses: health checks and fault injection before a collective (a pre hook that raises aborts the
-collective on this process, before anything was sent), logging and metrics after. Hooks run in
+collective on this process, before anything was sent; without a timeout the other members'
+agreement check then fails with a ValueError naming the refusal, so that none of them pairs
+this collective with the refusing member's next one; under a timeout, or for ``async_op``
+and messages, which are not checked, the refusing member is one operation behind the others
+until it leaves the job), logging and metrics after. Hooks run in
 the calling thread, in registration order, global hooks before the group's; an exception from a
 hook propagates to the caller of the collective. Hooks must not start collectives themselves.
 """
