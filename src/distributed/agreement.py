@@ -60,8 +60,8 @@ def refuse(op, group, x, error):
     spec = CallSpec(op, tuple(np.shape(x)), np.asarray(x).dtype, {"refused_by_pre_hook": why})
     try:
         check(spec, group)
-    except ValueError:   # the others' calls: they raise the ValueError, this member ``error``
-        pass
+    except Exception:   # the others' calls differ (they raise the ValueError), or a peer failed
+        pass            # (the next collective reports it): this member raises ``error``
 
 
 def header_comm(comm):
