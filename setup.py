@@ -11,11 +11,12 @@ ext_modules = [
     Pybind11Extension(
         "starling._native",
         sources=["native/module.cpp", "native/philox.cpp", "native/pool.cpp", "native/gemm.cpp",
-                 "native/jacobi.cpp", "native/buffers.cpp"],
+                 "native/jacobi.cpp", "native/buffers.cpp", "native/flight_ring.cpp",
+                 "native/mpi_calls.cpp"],
         include_dirs=["native"],
         cxx_std=17,
         extra_compile_args=["-O3", "-pthread", "-fno-math-errno"],  # errno of libm is never read,
-        extra_link_args=["-pthread"],
+        extra_link_args=["-pthread", "-ldl"],
     )
 ]
 

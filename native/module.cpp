@@ -10,8 +10,10 @@
 #include <vector>
 
 #include "buffers.h"
+#include "flight_ring.h"
 #include "gemm.h"
 #include "jacobi.h"
+#include "mpi_calls.h"
 #include "philox.h"
 #include "pool.h"
 
@@ -294,6 +296,58 @@ py::array empty(const py::object& dims, const py::object& dtype, int64_t offset)
                    py::reinterpret_steal<py::object>(cap));
 }
 
+// A blocking MPI collective with its bookkeeping (mpi_calls.h) and its flight record.
+class MpiPlan {
+ public:
+  MpiPlan(int kind, uintptr_t comm, uintptr_t dtype, uintptr_t op, int64_t count, int root,
+          bool is_root, int64_t send_bytes, int64_t recv_bytes, int64_t check, uintptr_t check_type,
+          uintptr_t check_op, int64_t board_word, int64_t key, int64_t fingerprint, int64_t tmpl)
+      : tmpl_(tmpl) {
+    if (!starling::mpi::bound()) throw py::value_error("MpiPlan: mpi_bind() has not succeeded");
+    if (kind < starling::mpi::kAllreduce || kind > starling::mpi::kBcast) {
+      throw py::value_error("MpiPlan: unknown kind " + std::to_string(kind));
+    }
+    if (count < 0 || count > INT32_MAX || send_bytes < 0 || recv_bytes < 0) {
+      throw py::value_error("MpiPlan: count must be in [0, 2**31), got " + std::to_string(count));
+    }
+    p_ = starling::mpi::Plan{kind, reinterpret_cast<void*>(comm), reinterpret_cast<void*>(dtype),
+                             reinterpret_cast<void*>(op), static_cast<int>(count), root,
+                             is_root, send_bytes, recv_bytes, {check, -check},
+                             reinterpret_cast<void*>(check_type),
+                             reinterpret_cast<void*>(check_op), board_word, key, fingerprint};
+  }
+
+  // 0, or (code, flight record index) when the call did not complete: code -1 (the members'
+  // calls differ) or an MPI error code.
+  py::object run(py::array send, py::array recv, int64_t seq) {
+    constexpr int kC = py::array::c_style;
+    if (send.nbytes() != p_.send_bytes || recv.nbytes() != p_.recv_bytes ||
+        !(send.flags() & kC) || !(recv.flags() & kC)) {
+      throw py::value_error("MpiPlan.run: buffers of " + std::to_string(send.nbytes()) + " and " +
+                            std::to_string(recv.nbytes()) + " bytes (C-contiguous required), "
+                            "the plan was made for " + std::to_string(p_.send_bytes) + " and " +
+                            std::to_string(p_.recv_bytes));
+    }
+    const void* in = send.data();
+    void* out = recv.mutable_data();
+    const int64_t index = starling::flight::begin(tmpl_, seq);
+    int rc;
+    {
+      py::gil_scoped_release release;
+      rc = starling::mpi::run(p_, in, out, seq);
+    }
+    if (rc == 0) {
+      starling::flight::complete(index);
+      return py::int_(0);
+    }
+    return py::make_tuple(rc, index);
+  }
+
+ private:
+  starling::mpi::Plan p_;
+  int64_t tmpl_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -365,4 +419,40 @@ PYBIND11_MODULE(_native, m) {
     d["st_buffer_put"] = reinterpret_cast<uintptr_t>(&st_buffer_put);
     return d;
   }, "Addresses of the C entry points handed to generated kernel libraries.");
+  m.def("mpi_bind", [](const std::string& path) {
+    std::string why;
+    return starling::mpi::bind(path, &why) ? std::string() : why;
+  }, py::arg("path"),
+        "Looks up the MPI functions of native/mpi_calls.h in the libmpi at `path` (already "
+        "loaded by mpi4py; Open MPI handles). Returns '' on success, else why not.");
+  m.def("mpi_set_board", [](uintptr_t words, uintptr_t win) {
+    starling::mpi::set_board(reinterpret_cast<int64_t*>(words), reinterpret_cast<void*>(win));
+  }, py::arg("words"), py::arg("win"),
+        "The arrival board's int64 words and MPI_Win handle (0, 0: none; src/distributed/"
+        "arrival.py).");
+  py::class_<MpiPlan>(m, "MpiPlan",
+                      "A blocking MPI collective with its bookkeeping (native/mpi_calls.h).")
+      .def(py::init<int, uintptr_t, uintptr_t, uintptr_t, int64_t, int, bool, int64_t, int64_t,
+                    int64_t, uintptr_t, uintptr_t, int64_t, int64_t, int64_t, int64_t>())
+      .def("run", &MpiPlan::run,
+           "run(send, recv, seq): 0, or (code, flight record index): code -1 when the members' "
+           "calls differ, else the MPI error code. Raises ValueError on buffers of other sizes.");
+  m.def("fr_configure", &starling::flight::configure, py::arg("capacity"),
+        "Sets the native flight ring's capacity (native/flight_ring.h) and empties it.");
+  m.def("fr_next", &starling::flight::next_index, "The next flight record index.");
+  m.def("fr_take", [](int64_t index) -> py::object {
+    double start;
+    if (!starling::flight::take(index, &start)) return py::none();
+    return py::float_(start);
+  }, py::arg("index"), "Removes native record `index`; its start time, or None if gone.");
+  m.def("fr_snapshot", [] {
+    py::list out;
+    for (const auto& r : starling::flight::snapshot()) {
+      out.append(py::make_tuple(r.index, r.tmpl, r.seq, r.state, r.start,
+                                r.state == starling::flight::kStarted ? py::object(py::none())
+                                                                      : py::float_(r.end)));
+    }
+    return out;
+  }, "The native records: (index, template, seq, state 0 started / 1 completed, start, end).");
+  m.def("fr_clear", &starling::flight::clear, "Empties the native flight ring.");
 }

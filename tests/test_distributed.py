@@ -26,11 +26,11 @@ def close(a, b, tol=1e-5):
 """
 
 
-def run_job(tmp_path, n, body, timeout=120, extra=(), devices=1):
+def run_job(tmp_path, n, body, timeout=120, extra=(), devices=1, env=None):
     script = tmp_path / "job.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
     env = dict(os.environ, STARLING_NUM_CPU_DEVICES=str(devices), OPENBLAS_NUM_THREADS="1",
-               OMP_NUM_THREADS="1")
+               OMP_NUM_THREADS="1", **(env or {}))
     proc = subprocess.run([sys.executable, "-m", "starling.launch", "-n", str(n), *extra,
                            str(script)], capture_output=True, text=True, timeout=timeout,
                           env=env)
@@ -485,6 +485,85 @@ def test_distributed_errors_before_initialize():
             "try:\n    d.all_reduce(1.0)\nexcept d.DistributedError as e:\n    print('ERR', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert "ERR starling.distributed is not initialized" in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_blocking_collectives_natively_and_in_python_give_numpy_results(tmp_path, native):
+    """Blocking collectives without a timeout run from C++ under Open MPI (src/distributed/
+    native_calls.py; the first call of a signature through the generic path, the repeats
+    replayed); ``STARLING_MPI_NATIVE=0`` keeps them in Python (another MPI). Both give NumPy's
+    results on every dtype and size class, record every call in the flight recorder in order
+    (the native ring merged with the Python one, dumps included), and run hooks registered
+    after a signature was replayed."""
+    proc = run_job(tmp_path, 2, """
+        import json, os, tempfile
+        import ml_dtypes
+        from starling.distributed import native_calls
+        NATIVE = os.environ["STARLING_MPI_NATIVE"] == "1"
+        assert native_calls.available() == NATIVE
+        world = dist.world_group()
+        for dt in (np.float32, np.float64, np.int32, np.int8, np.bool_, ml_dtypes.bfloat16):
+            for shape in ((), (0,), (1,), (4, 3), (1 << 19,)):   # 0-d .. 2 MiB (pooled results)
+                base = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape) % 5
+                xs = [(base + 3 * k).astype(dt) for k in range(n)]
+                tol = 0.1 if dt == ml_dtypes.bfloat16 else 1e-6
+                if dt == np.bool_:
+                    total = xs[0] | xs[1]
+                elif dt == np.int8:
+                    total = (xs[0].astype(np.int64) + xs[1]).astype(np.int8)   # wraps
+                else:
+                    total = xs[0].astype(np.float64) + xs[1].astype(np.float64)
+                total = np.asarray(total, np.float64)
+                for _ in range(2):   # the first call plans, the second replays
+                    got = dist.all_reduce(xs[r])
+                    close(np.asarray(got).astype(np.float64), total, tol=tol)
+                    assert np.asarray(got).dtype == np.dtype(dt) and got.shape == shape
+                    if dt != np.bool_:
+                        close(np.asarray(dist.all_reduce(xs[r], op="max"), np.float64),
+                              np.maximum(*xs).astype(np.float64))
+                    rows = dist.all_gather(xs[r])
+                    assert all(np.array_equal(np.asarray(a), b) for a, b in zip(rows, xs))
+                    x_before = xs[r].copy()
+                    b = dist.broadcast(xs[r], src=1)   # a NumPy input: read, never written
+                    assert np.array_equal(np.asarray(b), xs[1])
+                    assert np.array_equal(xs[r], x_before)
+                    if shape and shape[0] % n == 0:
+                        rs = dist.reduce_scatter(xs[r])
+                        k = shape[0] // n
+                        close(np.asarray(rs, np.float64), total[r * k:(r + 1) * k], tol=tol)
+                        a2a = dist.all_to_all(xs[r])
+                        want = np.concatenate([x[r * k:(r + 1) * k] for x in xs])
+                        assert np.array_equal(np.asarray(a2a), want)
+        close(dist.all_reduce(np.full(3, 2.0 + r), op="avg"), [2.5] * 3)
+        close(dist.all_reduce(np.full(3, 2.0 + r), op="avg"), [2.5] * 3)
+        assert bool(world.track.replays) == NATIVE
+        # every call is in the flight recorder, in order, whichever ring holds it
+        dist.flight_recorder.clear()
+        x = np.ones(5, np.float32)
+        dist.all_reduce(x)
+        dist.all_reduce(x, timeout=30)   # a timeout: the Python path
+        dist.all_reduce(x)
+        dist.all_gather(x)
+        mine = [e for e in dist.flight_recorder.entries() if e["group"] == world.uid]
+        assert [e["primitive"] for e in mine] == ["all_reduce"] * 3 + ["all_gather"], mine
+        assert [e["seq"] - mine[0]["seq"] for e in mine] == [0, 1, 2, 3]
+        assert all(e["state"] == "completed" and e["end"] >= e["start"] for e in mine)
+        assert [e["params"]["mode"] for e in mine] == ["blocking", "nonblocking", "blocking",
+                                                       "blocking"]
+        assert mine[0]["inputs"] == [{"shape": [5], "dtype": "float32", "weak": False}]
+        d = tempfile.mkdtemp()
+        dist.flight_recorder.dump(d)
+        dumped = json.load(open(os.path.join(d, f"rank{r}.json")))
+        assert [e["primitive"] for e in dumped["records"]][-4:] == [e["primitive"] for e in mine]
+        # hooks registered after a signature was replayed still run
+        seen = []
+        with dist.register_collective_hooks(pre=lambda op, g, v: seen.append(op),
+                                            post=lambda op, g, v: seen.append(op + "!")):
+            close(dist.all_reduce(x), [2.0] * 5)
+        assert seen == ["all_reduce", "all_reduce!"], seen
+        print(f"rank {r} OK")
+    """, env={"STARLING_MPI_NATIVE": native})
+    assert_ranks_ok(proc, 2)
 
 
 def test_members_that_disagree_get_a_clear_error_not_a_wrong_result(tmp_path):

@@ -4,7 +4,6 @@ tool (``python -m starling.distributed.flight_recorder``) names the first mismat
 mismatched runs. MPI jobs are in tests/test_distributed_observe.py."""
 from __future__ import annotations
 
-import collections
 import json
 import os
 import subprocess
@@ -217,6 +216,12 @@ def test_module_entry_point_exit_codes(dumps):
     assert dfr.main([str(dumps / "empty")]) == 2
 
 
+def _ring(monkeypatch, size):
+    """A ring of ``size`` records, as ``STARLING_FLIGHT_RECORDER_SIZE=size`` at import makes."""
+    monkeypatch.setattr(fr, "_CAPACITY", size)
+    monkeypatch.setattr(fr, "_SLOTS", [None] * size)
+
+
 def test_recording_can_be_turned_off_and_bad_sizes_are_refused(monkeypatch):
     monkeypatch.setenv("STARLING_FLIGHT_RECORDER_SIZE", "-1")
     with pytest.raises(ValueError, match="STARLING_FLIGHT_RECORDER_SIZE"):
@@ -224,7 +229,7 @@ def test_recording_can_be_turned_off_and_bad_sizes_are_refused(monkeypatch):
     monkeypatch.setenv("STARLING_FLIGHT_RECORDER_SIZE", "many")
     with pytest.raises(ValueError, match="STARLING_FLIGHT_RECORDER_SIZE"):
         fr._capacity()
-    monkeypatch.setattr(fr, "_RING", collections.deque(maxlen=0))   # SIZE=0 at import
+    _ring(monkeypatch, 0)   # SIZE=0 at import
     assert fr.record_start("x", "p", "g", ["p"], 0, (), "float32", source="t") is None
     assert fr.record_end(None, "timeout") is None and fr.entries() == []
     # found by review: a timeout message named a dump directory that recording off never makes
@@ -235,7 +240,7 @@ def test_ring_records_read_as_documented_dicts_and_truncation_counts_from_clear(
         tmp_path, monkeypatch):
     """Records are kept as given and read as the documented dicts; a dump says it is truncated
     exactly when more records were made since the last clear than the ring holds."""
-    monkeypatch.setattr(fr, "_RING", collections.deque(maxlen=3))
+    _ring(monkeypatch, 3)
     fr.clear()
     rec = fr.record_start("all_reduce", "cpu0", "g1", ["cpu0", "cpu1"], 4, (2, 3),
                           np.dtype(np.float32), source="inprocess", params={"op": "sum"})
@@ -254,12 +259,36 @@ def test_ring_records_read_as_documented_dicts_and_truncation_counts_from_clear(
     assert json.loads((tmp_path / "over" / "cpu0.json").read_text())["truncated"]
 
 
+def test_ring_reuses_finished_records_but_never_one_still_in_flight(monkeypatch):
+    """The ring rewrites a finished record's slot in place (src/collectives/runtime/
+    flight_recorder.py): a collective still in flight when the ring wraps keeps its own record
+    (its end is still filed on it), and the ring reads as the last records, oldest first."""
+    _ring(monkeypatch, 3)
+    fr.clear()
+    start = lambda seq: fr.record_start("all_reduce", "cpu0", "g", ["cpu0"], seq, (2,),
+                                        np.dtype(np.float32), source="t", params={"op": "sum"})
+    slow = start(0)                 # stays in flight while 5 more come and go
+    done = []
+    for seq in range(1, 6):
+        r = start(seq)
+        fr.record_end(r, "completed")
+        done.append(r)
+    assert slow.state == "started" and slow.seq == 0
+    assert done[3] is done[0]       # slot 1 rewritten in place: seq 1, then seq 4
+    assert [e["seq"] for e in fr.entries()] == [3, 4, 5]
+    assert [e["index"] for e in fr.entries()] == sorted(e["index"] for e in fr.entries())
+    fr.record_end(slow, "completed")   # its slot was taken by a fresh record meanwhile
+    assert slow.state == "completed" and slow.end >= slow.start
+    assert all(e["state"] == "completed" for e in fr.entries())
+    assert [e["seq"] for e in fr.entries()] == [3, 4, 5]
+
+
 def test_call_specs_are_computed_once_and_shared_without_being_changed(monkeypatch):
     """The signature bookkeeping of MPI collectives (src/distributed/callspec.py) is made once
     per distinct call; records share its params, and a reader changing a record's dict does not
     reach the spec or later records."""
     from starling.distributed.callspec import call_spec
-    monkeypatch.setattr(fr, "_RING", collections.deque(maxlen=8))
+    _ring(monkeypatch, 8)
     f32 = np.dtype(np.float32)
     a = call_spec("all_reduce", (2, 3), f32, {"op": "sum"}, "blocking")
     assert call_spec("all_reduce", [2, 3], f32, {"op": "sum"}, "blocking") is a

@@ -41,12 +41,18 @@ def check(spec, group):
     group.comm.Allreduce(spec.check, got, op=runtime.mpi().MAX)
     # every member passed [h, -h] iff the maxima are this member's own [h, -h]
     if got.tobytes() != spec.check_bytes:
-        calls = group.comm.allgather(spec.description)
-        raise ValueError(
-            f"{spec.op}: the members of group {group.name} (world ranks {group.ranks}) "
-            "called it with different shapes, dtypes or arguments: " +
-            "; ".join(f"rank {r}: {c}" for r, c in enumerate(calls)) +
-            "; every member must pass the same")
+        raise disagreement(spec, group)
+
+
+def disagreement(spec, group) -> ValueError:
+    """The error of an agreement check that failed (every member of ``group`` calls this after
+    its check failed: it gathers the members' descriptions of their calls)."""
+    calls = group.comm.allgather(spec.description)
+    return ValueError(
+        f"{spec.op}: the members of group {group.name} (world ranks {group.ranks}) "
+        "called it with different shapes, dtypes or arguments: " +
+        "; ".join(f"rank {r}: {c}" for r, c in enumerate(calls)) +
+        "; every member must pass the same")
 
 
 def refuse(op, group, x, error):

@@ -31,12 +31,18 @@ import warnings
 
 import numpy as np
 
+from .. import _native
 from . import runtime
 
 _HEADER = 2          # [dump requests received, rank that asked last]
 _FIELDS = 3          # per slot: [group key, collectives entered, fingerprint of the last]
 SLOTS = 1024         # groups one process can track (more are untracked: ranks "unknown")
 _KEYVAL = [None]
+
+
+def slot_word(slot) -> int:
+    """Where the fields of table slot ``slot`` start in a process's board words."""
+    return _HEADER + slot * _FIELDS
 
 
 def stable_hash(text) -> int:
@@ -47,9 +53,10 @@ def stable_hash(text) -> int:
 
 
 class GroupTrack:
-    """This process's view of one group: its key, members (world ranks), slot, next seq."""
+    """This process's view of one group (of one communicator): its key, members (world ranks),
+    slot, next seq, and the native plans of its collectives."""
 
-    __slots__ = ("uid", "members", "names", "key", "slot", "seq", "p2p")
+    __slots__ = ("uid", "members", "names", "key", "slot", "seq", "p2p", "plans", "replays")
 
     def __init__(self, uid, members, slot):
         self.uid = uid
@@ -60,6 +67,9 @@ class GroupTrack:
         self.slot = slot
         self.seq = 0
         self.p2p = {}   # (direction, peer, tag) -> messages so far
+        # native plans of the blocking calls (src/distributed/native_calls.py): by CallSpec,
+        # and by the op's arguments for replay
+        self.plans, self.replays = {}, {}
 
     def next_p2p(self, direction, peer, tag) -> int:
         k = (direction, peer, tag)
@@ -86,6 +96,7 @@ class Board:
         self.words = memoryview(self.mem)
         self.comm.Barrier()   # no peer reads before every table is zeroed
         self.win.Lock_all(MPI.MODE_NOCHECK)
+        _native.mpi_set_board(self.mem.ctypes.data, self.win.handle)   # native_calls.py
         self._lock = threading.Lock()
         self._next_slot = 0
         self._seen_requests = 0
@@ -113,7 +124,7 @@ class Board:
         """Publishes "entered collective ``seq`` of ``track``'s group"."""
         if track.slot is None or self._closed:
             return
-        w, i = self.words, _HEADER + track.slot * _FIELDS
+        w, i = self.words, slot_word(track.slot)
         w[i] = track.key
         w[i + 2] = fingerprint     # before the count: a reader seeing the count sees this too
         if seq >= w[i + 1]:
@@ -195,6 +206,7 @@ class Board:
             return
         self.stop_watchdog()
         self._closed = True
+        _native.mpi_set_board(0, 0)
         if not free:
             return
         try:

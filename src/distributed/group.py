@@ -26,7 +26,7 @@ from ..arrays.convert import operand
 from ..collectives.runtime.context import set_collective_timeout
 from ..core import dtypes
 from ..collectives.runtime.inprocess import finish_reduce
-from . import arrival, flight_recorder, runtime
+from . import arrival, flight_recorder, native_calls, runtime
 from .agreement import check, header_comm, recv_checked, refuse, send_with_header
 from .callspec import call_spec
 from .failures import (call_mode, complete, detect_failures, guarded, keep_until_done,
@@ -263,12 +263,15 @@ class Work:
 _PENDING = object()
 
 
-def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, **record):
+def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, native=None,
+          **record):
     """Runs one eager collective under timeout ``t`` (``_timeout``'s: seconds or None):
     ``start()`` returns an MPI request, ``blocking()`` does the same with the blocking call
     (used when no timeout applies), ``finish()`` the result; the collective hooks run around it
     (src/distributed/hooks.py). ``params``: the op's arguments (flight recorder, agreement
-    check); ``record``: how a message is filed (``kind``, ``peer``, ``tag``)."""
+    check); ``native``: ``native_calls.run``'s arguments after the input (arg, kind, send,
+    out[, MPI op, root]) for the blocking call run from C++; ``record``: how a message is
+    filed (``kind``, ``peer``, ``tag``)."""
     try:
         run_pre(op, group, x)
     except Exception as e:
@@ -283,6 +286,8 @@ def _call(op, group, x, t, async_op, start, finish, blocking=None, params=None, 
     # a rank calling it blocking would never match one calling it nonblocking: file the mode
     spec = call_spec(op, shapes, dtype, params, call_mode(t, blocking, async_op))
     if not async_op:
+        if t is None and native is not None and native_calls.run(op, group, spec, x, *native):
+            return run_post(op, group, finish())
         # the members' agreement is checked first (not under a timeout, nor for a Work whose
         # wait may time out: a collective given up on must stay one MPI operation, which the
         # late members still complete)
@@ -350,14 +355,22 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
     g = _group(group)
     t = _timeout(g, timeout)
     weak, b = _buf(x, "all_reduce", t, async_op)
+    out = native_calls.replay("all_reduce", g, b, op, t, async_op)
+    if out is not None:
+        return _reduced(out, op, g, b.dtype, weak)
     acc, mop = mpi_reduction(op, b.dtype, "all_reduce")
     send = b.astype(acc) if acc != b.dtype else b
     out = result_buffer(send.shape, send.dtype)
     return _call("all_reduce", g, b, t, async_op,
                  lambda: g.comm.Iallreduce(mpi_view(send), mpi_view(out), op=mop),
-                 lambda: wrap(finish_reduce(out, op, g.size(), b.dtype), weak),
+                 lambda: _reduced(out, op, g, b.dtype, weak),
                  lambda: g.comm.Allreduce(mpi_view(send), mpi_view(out), op=mop),
-                 params={"op": op})
+                 params={"op": op}, native=(op, native_calls.ALLREDUCE, send, out, mop))
+
+
+def _reduced(out, op, g, dtype, weak):
+    """The Array of a reduction's result buffer ``out`` (see ``finish_reduce``)."""
+    return wrap(finish_reduce(out, op, g.size() if op == "avg" else 1, dtype), weak)
 
 
 def all_gather(x, group=None, async_op=False, timeout=None):
@@ -365,11 +378,15 @@ def all_gather(x, group=None, async_op=False, timeout=None):
     g = _group(group)
     t = _timeout(g, timeout)
     weak, b = _buf(x, "all_gather", t, async_op)
+    out = native_calls.replay("all_gather", g, b, None, t, async_op)
+    if out is not None:
+        return [wrap(row, weak) for row in out]
     out = result_buffer((g.size(),) + b.shape, b.dtype)
     return _call("all_gather", g, b, t, async_op,
                  lambda: g.comm.Iallgather(mpi_view(b), mpi_view(out)),
                  lambda: [wrap(row, weak) for row in out],
-                 lambda: g.comm.Allgather(mpi_view(b), mpi_view(out)))
+                 lambda: g.comm.Allgather(mpi_view(b), mpi_view(out)),
+                 native=(None, native_calls.ALLGATHER, b, out))
 
 
 def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
@@ -384,6 +401,9 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
     g = _group(group)
     t = _timeout(g, timeout)
     weak, b = _buf(x, "reduce_scatter", t, async_op)
+    out = native_calls.replay("reduce_scatter", g, b, op, t, async_op)
+    if out is not None:
+        return _reduced(out, op, g, b.dtype, weak)
     n = g.size()
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"reduce_scatter: dim 0 of shape {b.shape} must be divisible by the "
@@ -393,9 +413,10 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
     out = result_buffer((b.shape[0] // n,) + b.shape[1:], acc)
     return _call("reduce_scatter", g, b, t, async_op,
                  lambda: g.comm.Ireduce_scatter_block(mpi_view(send), mpi_view(out), op=mop),
-                 lambda: wrap(finish_reduce(out, op, n, b.dtype), weak),
+                 lambda: _reduced(out, op, g, b.dtype, weak),
                  lambda: g.comm.Reduce_scatter_block(mpi_view(send), mpi_view(out), op=mop),
-                 params={"op": op})
+                 params={"op": op},
+                 native=(op, native_calls.REDUCE_SCATTER_BLOCK, send, out, mop))
 
 
 def all_to_all(x, group=None, async_op=False, timeout=None):
@@ -404,6 +425,9 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     g = _group(group)
     t = _timeout(g, timeout)
     weak, b = _buf(x, "all_to_all", t, async_op)
+    out = native_calls.replay("all_to_all", g, b, None, t, async_op)
+    if out is not None:
+        return wrap(out, weak)
     n = g.size()
     if b.ndim == 0 or b.shape[0] % n:
         raise ValueError(f"all_to_all: dim 0 of shape {b.shape} must be divisible by the group "
@@ -412,7 +436,8 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     return _call("all_to_all", g, b, t, async_op,
                  lambda: g.comm.Ialltoall(mpi_view(b), mpi_view(out)),
                  lambda: wrap(out, weak),
-                 lambda: g.comm.Alltoall(mpi_view(b), mpi_view(out)))
+                 lambda: g.comm.Alltoall(mpi_view(b), mpi_view(out)),
+                 native=(None, native_calls.ALLTOALL, b, out))
 
 
 def broadcast(x, src=0, group=None, async_op=False, timeout=None):
@@ -425,12 +450,15 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
     src = peer_rank(g, src, "src", "broadcast")
     t = _timeout(g, timeout)
     weak, b = _buf(x, "broadcast", t, async_op)
+    out = native_calls.replay("broadcast", g, b, src, t, async_op)
+    if out is not None:
+        return wrap(out, weak)
     out = b.copy()
     return _call("broadcast", g, b, t, async_op,
                  lambda: g.comm.Ibcast(mpi_view(out), root=src),
                  lambda: wrap(out, weak),
                  lambda: g.comm.Bcast(mpi_view(out), root=src),
-                 params={"src": src})
+                 params={"src": src}, native=(src, native_calls.BCAST, b, out, None, src))
 
 
 def peer_rank(g, rank, what, op, other=False):

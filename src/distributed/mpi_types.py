@@ -7,6 +7,7 @@ data movement; reductions convert them to float32 first (src/distributed/mpi_com
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import numpy as np
 
@@ -32,15 +33,25 @@ def _table():
     return _BY_KIND
 
 
+_RAW = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+        8: np.dtype(np.uint64)}
+
+
 def mpi_view(arr):
     """``[buffer, MPI datatype]`` for a C-contiguous NumPy array (unnamed types as bytes)."""
     table = _table()
     dt = arr.dtype
     if dt in table:
         return [arr, table[dt]]
-    raw = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[dt.itemsize]
-    v = arr.view(raw)
-    return [v, table[np.dtype(raw)]]
+    raw = _RAW[dt.itemsize]
+    return [arr.view(raw), table[raw]]
+
+
+def mpi_datatype(dtype):
+    """The MPI datatype ``mpi_view`` passes an array of ``dtype`` as."""
+    table = _table()
+    got = table.get(dtype)
+    return got if got is not None else table[_RAW[np.dtype(dtype).itemsize]]
 
 
 _REDUCTIONS: dict = {}
@@ -100,7 +111,13 @@ def result_buffer(shape, dtype) -> np.ndarray:
     huge pages touches one huge page more (a 4 MiB result: three), and the pool, which matches
     blocks by exact size, keeps them apart from kernel outputs of the same shape.
     """
+    return result_allocator(shape, dtype)()
+
+
+def result_allocator(shape, dtype):
+    """A function making ``result_buffer(shape, dtype)`` (for calls repeated many times)."""
     dt = np.dtype(dtype)
+    shape = tuple(shape)
     if math.prod(shape) * dt.itemsize < _POOLED:
-        return np.empty(shape, dt)
-    return pooled_empty(shape, dt, offset=64)
+        return partial(np.empty, shape, dt)
+    return partial(pooled_empty, shape, dt, 64)

@@ -21,9 +21,7 @@ Dumps go to ``$STARLING_FLIGHT_RECORDER_DIR``, else a temporary directory named 
 """
 from __future__ import annotations
 
-import collections
 import copy
-import itertools
 import os
 import socket
 import tempfile
@@ -31,6 +29,7 @@ import threading
 import time
 import warnings
 
+from ... import _native
 from ...lowering.debug import log_document, write_log
 
 _LOCK = threading.Lock()
@@ -51,8 +50,17 @@ def _capacity() -> int:
     return n
 
 
-_RING = collections.deque(maxlen=_capacity())
-_INDEX = itertools.count()
+# The ring: slot i % capacity holds record i. A finished record's slot is rewritten in place by
+# the record that replaces it: allocating a record and freeing the one it evicts cost ~10 us
+# per collective after a 1 MiB transfer has emptied the caches (5% of its time on two ranks).
+# Blocking MPI collectives run from C++ record in a native ring of the same capacity
+# (native/flight_ring.h: index, template, seq, state, times), which draws its indices from the
+# same counter; readers merge the two rings by index and keep the newest ``_CAPACITY`` records.
+_CAPACITY = _capacity()
+_SLOTS: list = [None] * _CAPACITY
+_native.fr_configure(_CAPACITY)
+_TEMPLATES: list = []      # template id -> Record describing a call (state and times unused)
+_TEMPLATE_IDS: dict = {}   # the caller's key of a template -> its id
 
 
 _DTYPE_NAMES: dict = {}
@@ -91,21 +99,15 @@ class Record:
     """One record of the ring. Recording is on the path of every collective, so a record keeps
     what it was given and becomes the documented dict (module docstring) only when read
     (``entries``, ``dump``); ``record[key]`` and ``record.get(key)`` read that dict's keys
-    (failure hooks take records so)."""
+    (failure hooks take records so). Made by ``record_start`` only: the ring reuses them.
+    ``as_dict(index)``: the dict, with ``index`` as read before (see ``_snapshot``)."""
 
     __slots__ = ("index", "op", "source", "shapes", "dtype", "params", "kind", "rank", "group",
                  "group_ranks", "seq", "peer", "state", "start", "end", "error")
 
-    def __init__(self, op, source, shapes, dtype, params, kind, rank, group, group_ranks, seq,
-                 peer):
-        self.op, self.source, self.shapes, self.dtype = op, source, shapes, dtype
-        self.params, self.kind, self.rank, self.group = params, kind, rank, group
-        self.group_ranks, self.seq, self.peer = group_ranks, seq, peer
-        self.state, self.start, self.end, self.error = "started", time.time(), None, None
-        self.index = None
-
-    def as_dict(self) -> dict:
-        return {"index": self.index, "primitive": self.op, "source": self.source, "depth": 0,
+    def as_dict(self, index=None) -> dict:
+        return {"index": self.index if index is None else index, "primitive": self.op,
+                "source": self.source, "depth": 0,
                 "inputs": [{"shape": [int(s) for s in self.shapes],
                             "dtype": dtype_name(self.dtype), "weak": False}],
                 "outputs": [],
@@ -124,7 +126,7 @@ class Record:
 def dumps_note() -> str:
     """The part of a timeout / failure message that says where the dumps are (none when
     recording is off)."""
-    if _RING.maxlen == 0:
+    if _CAPACITY == 0:
         return "no flight recorder dumps (recording is off: STARLING_FLIGHT_RECORDER_SIZE=0)"
     return f"flight recorder dumps: {dump_dir()}"
 
@@ -133,17 +135,61 @@ def record_start(op, participant, group, group_ranks, seq, shapes, dtype, *, sou
                  kind="collective", peer=None, params=None):
     """Appends a record of a collective (or message) that ``participant`` starts; returns it
     (None when recording is off). ``shapes``: the input's shape; ``dtype``: its dtype."""
-    if _RING.maxlen == 0:
+    if _CAPACITY == 0:
         return None
+    return _place(_native.fr_next(), time.time(), op, source, shapes, dtype, params, kind,
+                  participant, group, group_ranks, seq, peer)
+
+
+def _place(index, start, op, source, shapes, dtype, params, kind, rank, group, group_ranks,
+           seq, peer):
     # ``group_ranks`` and ``params`` are kept, not copied: callers hand over lists they do not
-    # change afterwards (a group's member names are made once per group)
-    entry = Record(op, source, shapes, dtype, params, kind, participant, group, group_ranks,
-                   seq, peer)
-    # no lock: the counter and the deque's append are each atomic, and a reader copying the
-    # ring under _LOCK sees a record before or after its append
-    entry.index = next(_INDEX)
-    _RING.append(entry)
+    # change afterwards (a group's member names are made once per group). No lock: a reader
+    # (``_snapshot``) skips a record whose index changes while it reads.
+    slot = index % _CAPACITY
+    entry = _SLOTS[slot]
+    fresh = entry is None or entry.state == "started"   # one still in flight stays its caller's
+    if fresh:
+        entry = Record.__new__(Record)
+    else:
+        entry.index = None
+    entry.op, entry.source, entry.shapes, entry.dtype = op, source, shapes, dtype
+    entry.params, entry.kind, entry.rank, entry.group = params, kind, rank, group
+    entry.group_ranks, entry.seq, entry.peer = group_ranks, seq, peer
+    entry.state, entry.start, entry.end, entry.error = "started", start, None, None
+    entry.index = index
+    if fresh:
+        _SLOTS[slot] = entry
     return entry
+
+
+def template(key, op, participant, group, group_ranks, shapes, dtype, *, source,
+             kind="collective", peer=None, params=None) -> int:
+    """The id of a template: what ``record_start`` would record, for the native ring's records
+    of repeated calls (native/flight_ring.h). ``key``: the caller's hashable name for it (the
+    same key gives the same id)."""
+    tid = _TEMPLATE_IDS.get(key)
+    if tid is None:
+        rec = Record.__new__(Record)
+        rec.op, rec.source, rec.shapes, rec.dtype, rec.params = op, source, shapes, dtype, params
+        rec.kind, rec.rank, rec.group, rec.group_ranks = kind, participant, group, group_ranks
+        rec.peer, rec.index, rec.seq, rec.state, rec.start, rec.end, rec.error = (
+            peer, None, None, "started", None, None, None)
+        tid = _TEMPLATE_IDS[key] = len(_TEMPLATES)
+        _TEMPLATES.append(rec)
+    return tid
+
+
+def adopt(index, tmpl, seq):
+    """Moves native record ``index`` (template ``tmpl``, sequence number ``seq``; still in flight)
+    into this ring and returns it, for ``record_end``: its call failed, and a failure's record
+    carries an error text and goes to the failure hooks. None when recording is off."""
+    if _CAPACITY == 0:
+        return None
+    start = _native.fr_take(index)
+    t = _TEMPLATES[tmpl]
+    return _place(index, time.time() if start is None else start, t.op, t.source, t.shapes,
+                  t.dtype, t.params, t.kind, t.rank, t.group, t.group_ranks, seq, t.peer)
 
 
 def record_end(entry, state, error=None):
@@ -183,18 +229,37 @@ def record_end(entry, state, error=None):
     return where
 
 
+def _snapshot() -> list:
+    """The records of both rings as dicts, oldest first (see ``_CAPACITY``)."""
+    with _LOCK:
+        out = []
+        for e in list(_SLOTS):
+            i = e.index if e is not None else None
+            if i is None:
+                continue
+            d = e.as_dict(i)
+            if e.index == i:   # not rewritten for a newer record while read
+                out.append(d)
+        for index, tmpl, seq, state, start, end in _native.fr_snapshot():
+            d = _TEMPLATES[tmpl].as_dict(index)
+            d.update(seq=seq, state="started" if state == 0 else "completed", start=start,
+                     end=end)
+            out.append(d)
+    out.sort(key=lambda d: d["index"])
+    return out[-_CAPACITY:] if _CAPACITY else []
+
+
 def entries(participant=None) -> list:
     """Copies of the records in the ring (of one participant, or all), oldest first."""
-    with _LOCK:
-        ring = list(_RING)
-    return [e.as_dict() for e in ring if participant is None or e.rank == participant]
+    return [d for d in _snapshot() if participant is None or d["rank"] == participant]
 
 
 def clear():
     """Empties the ring (tests; a fresh phase of a job)."""
     with _LOCK:
-        _RING.clear()
-        _STATE.update(base=next(_INDEX) + 1, failure_dump=None)   # the next index given
+        _SLOTS[:] = [None] * _CAPACITY
+        _native.fr_clear()
+        _STATE.update(base=_native.fr_next() + 1, failure_dump=None)   # the next index given
 
 
 def dump(directory=None, reason=None) -> str:
@@ -212,11 +277,9 @@ def dump(directory=None, reason=None) -> str:
 
 
 def _write_dump(directory, reason):
-    with _LOCK:
-        ring = list(_RING)
-    snapshot = [e.as_dict() for e in ring]
+    snapshot = _snapshot()
     # records made since the last clear (indices count from _STATE["base"]) beyond the ring's
-    truncated = bool(ring) and ring[-1].index + 1 - _STATE["base"] > len(ring)
+    truncated = bool(snapshot) and snapshot[-1]["index"] + 1 - _STATE["base"] > len(snapshot)
     parts = {}
     if _STATE["process"] is not None:
         parts[_STATE["process"]] = []
@@ -226,7 +289,7 @@ def _write_dump(directory, reason):
             for who in e["group_ranks"]:  # with no record still gets its (telling) file
                 parts.setdefault(who, [])
     meta = {"kind": "starling-flight-recorder", "reason": reason, "time": time.time(),
-            "host": socket.gethostname(), "pid": os.getpid(), "capacity": _RING.maxlen}
+            "host": socket.gethostname(), "pid": os.getpid(), "capacity": _CAPACITY}
     for who, records in parts.items():
         doc = log_document(records, label=f"flight recorder of {who}", truncated=truncated,
                            meta=dict(meta, participant=who))

@@ -27,10 +27,10 @@ import math
 import os
 import sys
 
-from ...collectives.runtime.flight_recorder import (FAILURE_HOOKS, clear, dump,  # noqa
-                                                   dump_dir, dumps_note, entries,
+from ...collectives.runtime.flight_recorder import (FAILURE_HOOKS, adopt, clear,  # noqa
+                                                   dump, dump_dir, dumps_note, entries,
                                                    process_participant, record_end,
-                                                   record_start)
+                                                   record_start, template)
 from ...lowering.debug import DebugMode, _compare_values, params_difference
 from .. import arrival, runtime
 from ..callspec import call_spec
