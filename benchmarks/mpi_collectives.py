@@ -4,8 +4,10 @@ Run: ``python benchmarks/mpi_collectives.py [--quick]`` (it launches itself on 2
 ``python -m starling.launch``). For each size from 1 KiB to 64 MiB (float32), rank 0 prints the
 bandwidth of ``starling.distributed.all_reduce`` / ``all_gather`` and of mpi4py's
 ``Allreduce`` / ``Allgather`` on the same buffers, rounds interleaved (the order swapped
-every round), the median of the rounds, and the median of the per-round ratios (each round
-times both back to back) with its quartiles (target: >= 0.9 for sizes >= 1 MiB). The
+every round), the median of the rounds (31; 5 with ``--quick``), and the median of the
+per-round ratios (each round times both back to back) with its quartiles (target: >= 0.9 for
+sizes >= 1 MiB; with 15 rounds the median of a 1 MiB all_gather, whose quartiles span ~0.15
+here, moved by 0.1 between runs). The
 medians, not the best rounds: two ranks busy-polling on a shared two-core machine see stalls
 of either side, and one lucky round of one contender made single-run ratios swing from 0.6 to
 2.4 at the same size.
@@ -42,7 +44,7 @@ def worker(quick):
     dist.initialize()
     comm = dist.world_group().comm
     r = comm.Get_rank()
-    rounds = 5 if quick else 15
+    rounds = 5 if quick else 31
     if r == 0:
         print(f"{'bytes':>10} {'op':>10} {'starling GB/s':>14} {'mpi4py GB/s':>12} {'ratio':>7} "
               f"{'(quartiles)':>13} {'mpi4py own-buffer GB/s':>23}")

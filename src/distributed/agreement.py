@@ -12,6 +12,8 @@ result or a raw truncation error, never a clear one.
 
 A collective pays one extra small all-reduce (a few microseconds), a message one small extra
 message; the fingerprint is worked out once per distinct call (src/distributed/callspec.py).
+Blocking collectives run from C++ (src/distributed/native_calls.py) make the same check there
+(native/mpi_calls.cpp) and come back for ``disagreement`` when it fails.
 Collectives under a timeout (``set_timeout`` / ``timeout=``) and asynchronous ones
 (``async_op=True``: their ``Work.wait`` may time out) are not checked: one given up on must
 remain a single MPI operation that late members still complete (src/distributed/failures.py);

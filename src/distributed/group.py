@@ -3,10 +3,12 @@
 Each process passes its own Array; results are new Arrays (Starling's arrays are immutable, so
 ``all_reduce(x)`` returns the reduction instead of writing into ``x``). ``async_op=True``
 returns a ``Work``: ``wait()`` gives the result, ``is_completed()`` polls, ``exception()`` tells
-what went wrong. Every call runs through ``failures.guarded``: a dead peer raises
-``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``); after a
-failure the survivors call ``group.reconfigure()`` (src/distributed/elastic.py). The collective
-hooks (``register_collective_hooks``, src/distributed/hooks.py) run around every call.
+what went wrong. Every call runs through ``failures.guarded``, or, blocking without a timeout
+under Open MPI, through its native counterpart (src/distributed/native_calls.py): a dead peer
+raises ``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``); after
+a failure the survivors call ``group.reconfigure()`` (src/distributed/elastic.py). The
+collective hooks (``register_collective_hooks``, src/distributed/hooks.py) run around every
+call.
 
 Groups: ``world_group()``, ``new_group(ranks)`` (processes outside ``ranks`` get
 ``NON_GROUP_MEMBER``), ``split_group(color, key)`` (MPI_Comm_split; ``color=None`` gives
