@@ -425,6 +425,7 @@ PYBIND11_MODULE(_native, m) {
   }, py::arg("path"),
         "Looks up the MPI functions of native/mpi_calls.h in the libmpi at `path` (already "
         "loaded by mpi4py; Open MPI handles). Returns '' on success, else why not.");
+  m.attr("MPI_MISMATCH") = starling::mpi::kMismatch;
   m.def("mpi_set_board", [](uintptr_t words, uintptr_t win) {
     starling::mpi::set_board(reinterpret_cast<int64_t*>(words), reinterpret_cast<void*>(win));
   }, py::arg("words"), py::arg("win"),

@@ -268,13 +268,18 @@ def test_ring_reuses_finished_records_but_never_one_still_in_flight(monkeypatch)
     start = lambda seq: fr.record_start("all_reduce", "cpu0", "g", ["cpu0"], seq, (2,),
                                         np.dtype(np.float32), source="t", params={"op": "sum"})
     slow = start(0)                 # stays in flight while 5 more come and go
-    done = []
+    done, indices = [], []
     for seq in range(1, 6):
         r = start(seq)
+        indices.append(r.index)
         fr.record_end(r, "completed")
         done.append(r)
     assert slow.state == "started" and slow.seq == 0
     assert done[3] is done[0]       # slot 1 rewritten in place: seq 1, then seq 4
+    # a second end of the old record (a timed-out call completing later) leaves seq 4 alone
+    assert fr.record_end(done[0], "timeout", "late", index=indices[0]) is None
+    assert done[0].seq == 4 and done[0].state == "completed" and done[0].error is None
+    assert done[0].index == indices[3] == indices[0] + 3
     assert [e["seq"] for e in fr.entries()] == [3, 4, 5]
     assert [e["index"] for e in fr.entries()] == sorted(e["index"] for e in fr.entries())
     fr.record_end(slow, "completed")   # its slot was taken by a fresh record meanwhile

@@ -128,8 +128,9 @@ def _plan(op, group, spec, kind, send, out, mop, root):
     b = arrival.board()
     word = -1 if b is None or track.slot is None else arrival.slot_word(track.slot)
     me = fr.process_participant() or fr.participant(runtime.get_rank())
-    tmpl = fr.template((me, track.uid, spec), op, me, track.uid, track.names, spec.shape,
-                       spec.dtype, source="mpi", params=spec.params)
+    # keyed by value: a CallSpec made again (its cache cleared) reuses its template
+    tmpl = fr.template((me, track.uid, spec.fingerprint, spec.description), op, me, track.uid,
+                       track.names, spec.shape, spec.dtype, source="mpi", params=spec.params)
     plan = _native.MpiPlan(kind, group.comm.handle, dtype.handle,
                            mop.handle if mop is not None else 0, count, root,
                            kind == BCAST and group.rank() == root, send.nbytes,
@@ -144,7 +145,7 @@ def _failed(op, group, spec, tmpl, result, seq):
     code, index = result
     rec = fr.OpRecord(op, fr.adopt(index, tmpl, seq), group.track, seq, spec.fingerprint,
                       "collective", None)
-    if code == -1:
+    if code == _native.MPI_MISMATCH:
         err = disagreement(spec, group)
         fr.end(rec, "error", err)
         raise err

@@ -192,12 +192,15 @@ def adopt(index, tmpl, seq):
                   t.dtype, t.params, t.kind, t.rank, t.group, t.group_ranks, seq, t.peer)
 
 
-def record_end(entry, state, error=None):
+def record_end(entry, state, error=None, index=None):
     """Marks ``entry`` finished with ``state``; "timeout", "failed" (a peer died) and "error"
     dump the ring (``dump``) and return the dump directory; "completed" and "aborted" (the run
     stopped because of a failure recorded elsewhere) do not, but an "aborted" end rewrites a
-    failure's dump already in the dump directory, so the dump shows how every record ended."""
-    if entry is None:
+    failure's dump already in the dump directory, so the dump shows how every record ended.
+    ``index``: the record's index when it started, for a caller that may end it a second time
+    (a timed-out operation completing later): once ended, the ring may have reused ``entry``
+    for another record, which is then left alone."""
+    if entry is None or (index is not None and entry.index != index):
         return None
     entry.end = time.time()
     if error is not None:

@@ -44,11 +44,12 @@ class OpRecord:
     """One MPI operation of this process in flight: its flight-recorder entry (None when
     recording is off), group track, sequence number and fingerprint."""
 
-    __slots__ = ("op", "entry", "track", "seq", "fingerprint", "kind", "peer")
+    __slots__ = ("op", "entry", "index", "track", "seq", "fingerprint", "kind", "peer")
 
     def __init__(self, op, entry, track, seq, fingerprint, kind, peer):
         self.op, self.entry, self.track, self.seq = op, entry, track, seq
         self.fingerprint, self.kind, self.peer = fingerprint, kind, peer
+        self.index = None if entry is None else entry.index
 
 
 def participant(world_rank) -> str:
@@ -115,7 +116,7 @@ def begin(op, comm, shapes=(), dtype=None, *, kind="collective", peer=None, tag=
 
 def end(rec, state, error=None):
     """Marks ``rec`` finished (failures dump the ring and ask the group to dump)."""
-    return record_end(rec.entry, state, error)
+    return record_end(rec.entry, state, error, rec.index)
 
 
 def arrival_status(rec):
