@@ -41,7 +41,8 @@ def _bind() -> bool:
     if os.environ.get("STARLING_MPI_NATIVE", "1") == "0":
         return False
     MPI = runtime.mpi()
-    if not MPI.Get_library_version().startswith("Open MPI"):
+    if not MPI.Get_library_version().startswith("Open MPI") or \
+            not hasattr(MPI.Comm, "handle"):   # the handles as integers (mpi4py >= 4.0)
         return False
     try:
         with open("/proc/self/maps") as maps:
