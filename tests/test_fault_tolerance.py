@@ -174,3 +174,33 @@ def test_an_uncaught_exception_ends_one_rank_and_the_survivors_see_it(tmp_path):
         # the blocking call that saw it (run natively: native_calls.py) is recorded as failed
         assert f"rank {r}: RankFailure [2] all_reduce failed" in out, out[-3000:]
     assert rc == 0, out[-3000:]
+
+
+def test_a_member_dying_after_a_failed_agreement_check_is_a_rank_failure(tmp_path):
+    # rank 2 takes part in the agreement all-reduce with another call's fingerprint, then dies
+    # before the members gather each other's descriptions of their calls
+    job = tmp_path / "mismatch_then_death.py"
+    job.write_text(
+        "import os, signal, numpy as np\n"
+        "from mpi4py import MPI\n"
+        "import starling.distributed as dist\n"
+        "dist.initialize(); r = dist.get_rank(); x = np.ones(4, np.float32)\n"
+        "for _ in range(3):\n"
+        "    dist.all_reduce(x)\n"
+        "if r == 2:\n"
+        "    dist.world_group().comm.Allreduce(np.array([5, -5], np.int64),\n"
+        "                                      np.zeros(2, np.int64), op=MPI.MAX)\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        "try:\n"
+        "    dist.all_reduce(x)\n"
+        "    print(f'rank {r}: no error', flush=True)\n"
+        "except dist.RankFailure as e:\n"
+        "    last = dist.flight_recorder.entries()[-1]\n"
+        "    print(f'rank {r}: RankFailure {list(e.failed_ranks)} {last[\"primitive\"]} '\n"
+        "          f'{last[\"state\"]}', flush=True)\n"
+        "dist.world_group().reconfigure()\n"
+        "print(f'rank {r}: after reconfigure {dist.all_reduce(x).tolist()}', flush=True)\n")
+    rc, out = launch(3, str(job), timeout=120, fault_tolerant=True)
+    for r in (0, 1):
+        assert f"rank {r}: RankFailure [2] all_reduce failed" in out, out[-3000:]
+        assert f"rank {r}: after reconfigure [2.0, 2.0, 2.0, 2.0]" in out, out[-3000:]

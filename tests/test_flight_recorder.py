@@ -323,3 +323,23 @@ def test_call_specs_are_computed_once_and_shared_without_being_changed(monkeypat
                     params=a.params)
     fr.entries()[0]["params"]["op"] = "changed by a reader"
     assert a.params["op"] == "sum" and fr.entries()[0]["params"]["op"] == "sum"
+
+
+def test_templates_live_while_held_and_unheld_ones_are_dropped(monkeypatch):
+    monkeypatch.setattr(fr, "_TEMPLATES", {})
+    monkeypatch.setattr(fr, "_HANDLES", fr.weakref.WeakValueDictionary())
+    monkeypatch.setattr(fr, "_SWEEP", {"at": 1024, "next_id": 0})
+
+    def make(i):
+        return fr.template(("key", i), "all_reduce", "rank0", "g", ["rank0"], (i,), "float32",
+                           source="mpi")
+
+    kept = make(-1)
+    assert make(-1) is kept   # the same key while held: the same template
+    for i in range(5000):     # e.g. a job whose inputs take ever new shapes
+        make(i)
+    assert len(fr._TEMPLATES) <= 1024
+    t = fr._TEMPLATES[kept.id]
+    assert (t.op, t.shapes, t.rank) == ("all_reduce", (-1,), "rank0")
+    ids = {make(i).id for i in range(3)}
+    assert len(ids) == 3 and kept.id not in ids

@@ -46,7 +46,9 @@ def _bind() -> bool:
         return False
     try:
         with open("/proc/self/maps") as maps:
-            paths = {line.split()[-1] for line in maps if "/libmpi.so" in line}
+            # the path is the sixth field and may hold spaces
+            paths = {line.split(maxsplit=5)[5].rstrip("\n") for line in maps
+                     if "/libmpi.so" in line}
     except OSError:
         return False
     return len(paths) == 1 and _native.mpi_bind(paths.pop()) == ""
@@ -115,8 +117,8 @@ def _run(op, group, spec, got, send, out):
 
 
 def _plan(op, group, spec, kind, send, out, mop, root):
-    """(native plan, flight-recorder template id) of a call, or None when it cannot run
-    natively."""
+    """(native plan, flight-recorder template handle: kept with the plan, see fr.template) of
+    a call, or None when it cannot run natively."""
     if not available():
         return None
     MPI = runtime.mpi()
@@ -136,7 +138,7 @@ def _plan(op, group, spec, kind, send, out, mop, root):
                            mop.handle if mop is not None else 0, count, root,
                            kind == BCAST and group.rank() == root, send.nbytes,
                            out.nbytes, int(spec.check[0]), MPI.INT64_T.handle, MPI.MAX.handle,
-                           word, track.key, spec.fingerprint, tmpl)
+                           word, track.key, spec.fingerprint, tmpl.id)
     return plan, tmpl
 
 
@@ -144,10 +146,14 @@ def _failed(op, group, spec, tmpl, result, seq):
     """Reports a native call that did not complete (``result``: (code, record index)) as the
     Python path does: its record moves to the Python ring and ends with the error."""
     code, index = result
-    rec = fr.OpRecord(op, fr.adopt(index, tmpl, seq), group.track, seq, spec.fingerprint,
+    rec = fr.OpRecord(op, fr.adopt(index, tmpl.id, seq), group.track, seq, spec.fingerprint,
                       "collective", None)
+    MPI = runtime.mpi()
     if code == _native.MPI_MISMATCH:
-        err = disagreement(spec, group)
+        try:
+            err = disagreement(spec, group)
+        except MPI.Exception as e:   # a member failed while the descriptions were gathered
+            raise mpi_error(rec, group.comm, e) from None
         fr.end(rec, "error", err)
         raise err
-    raise mpi_error(rec, group.comm, runtime.mpi().Exception(code))
+    raise mpi_error(rec, group.comm, MPI.Exception(code))

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import warnings
+import weakref
 
 from ... import _native
 from ...lowering.debug import log_document, write_log
@@ -59,8 +60,12 @@ def _capacity() -> int:
 _CAPACITY = _capacity()
 _SLOTS: list = [None] * _CAPACITY
 _native.fr_configure(_CAPACITY)
-_TEMPLATES: list = []      # template id -> Record describing a call (state and times unused)
-_TEMPLATE_IDS: dict = {}   # the caller's key of a template -> its id
+# Templates: what a native record's call was. One lives while a plan holds its handle or a
+# native record refers to it; the others are dropped once their number has doubled since the
+# last sweep (a job calling with ever new shapes must not grow without bound).
+_TEMPLATES: dict = {}      # template id -> Record describing a call (state and times unused)
+_HANDLES = weakref.WeakValueDictionary()   # the caller's key of a template -> its Template
+_SWEEP = {"at": 1024, "next_id": 0}
 
 
 _DTYPE_NAMES: dict = {}
@@ -163,25 +168,49 @@ def _place(index, start, op, source, shapes, dtype, params, kind, rank, group, g
     return entry
 
 
+class Template:
+    """A handle of a template (``template``): its ``id`` names the template in native records
+    while the handle is referenced."""
+
+    __slots__ = ("id", "__weakref__")
+
+
 def template(key, op, participant, group, group_ranks, shapes, dtype, *, source,
-             kind="collective", peer=None, params=None) -> int:
-    """The id of a template: what ``record_start`` would record, for the native ring's records
-    of repeated calls (native/flight_ring.h). ``key``: the caller's hashable name for it (the
-    same key gives the same id)."""
-    tid = _TEMPLATE_IDS.get(key)
-    if tid is None:
-        rec = Record.__new__(Record)
-        rec.op, rec.source, rec.shapes, rec.dtype, rec.params = op, source, shapes, dtype, params
-        rec.kind, rec.rank, rec.group, rec.group_ranks = kind, participant, group, group_ranks
-        rec.peer, rec.index, rec.seq, rec.state, rec.start, rec.end, rec.error = (
-            peer, None, None, "started", None, None, None)
-        tid = _TEMPLATE_IDS[key] = len(_TEMPLATES)
-        _TEMPLATES.append(rec)
-    return tid
+             kind="collective", peer=None, params=None) -> Template:
+    """The handle of a template: what ``record_start`` would record, for the native ring's
+    records of repeated calls (native/flight_ring.h). ``key``: the caller's hashable name for
+    it (the same key gives the same handle while it is referenced). Keep the handle as long
+    as records may name its ``id``."""
+    handle = _HANDLES.get(key)
+    if handle is not None:
+        return handle
+    rec = Record.__new__(Record)
+    rec.op, rec.source, rec.shapes, rec.dtype, rec.params = op, source, shapes, dtype, params
+    rec.kind, rec.rank, rec.group, rec.group_ranks = kind, participant, group, group_ranks
+    rec.peer, rec.index, rec.seq, rec.state, rec.start, rec.end, rec.error = (
+        peer, None, None, "started", None, None, None)
+    handle = Template()
+    with _LOCK:
+        if len(_TEMPLATES) >= _SWEEP["at"]:
+            _sweep_templates()
+        handle.id = _SWEEP["next_id"]
+        _SWEEP["next_id"] += 1
+        _TEMPLATES[handle.id] = rec
+    _HANDLES[key] = handle
+    return handle
+
+
+def _sweep_templates():
+    # under _LOCK: a reader of the native ring looks its records' templates up under it
+    live = {h.id for h in list(_HANDLES.values())}
+    live.update(r[1] for r in _native.fr_snapshot())
+    for tid in [t for t in _TEMPLATES if t not in live]:
+        del _TEMPLATES[tid]
+    _SWEEP["at"] = max(1024, 2 * len(_TEMPLATES))
 
 
 def adopt(index, tmpl, seq):
-    """Moves native record ``index`` (template ``tmpl``, sequence number ``seq``; still in flight)
+    """Moves native record ``index`` (template id ``tmpl``, sequence number ``seq``; in flight)
     into this ring and returns it, for ``record_end``: its call failed, and a failure's record
     carries an error text and goes to the failure hooks. None when recording is off."""
     if _CAPACITY == 0:
