@@ -74,6 +74,11 @@ def test_eager_collectives_and_groups_two_ranks(tmp_path):
             assert str(e).startswith("all_reduce: dtype: <U1 is not supported"), e
         bf = x.astype(snp.bfloat16)
         close(dist.all_reduce(bf).astype(snp.float32), sum(xs), tol=0.05)
+        # scale floats (powers of two) combine in float32 too: their bytes are no integers
+        e8 = np.array([1.0, 2.0, 0.5, 4.0 ** -r], snp.float8_e8m0fnu)   # 1 + 1/4 rounds to 1
+        assert np.asarray(dist.all_reduce(e8)).astype(np.float32).tolist() == [2, 4, 1, 1]
+        assert np.asarray(dist.all_reduce(e8, op="max")).astype(np.float32).tolist() == \
+            [1, 2, 0.5, 1]
         # results of 1 MiB and more come from the buffer pool, 64 bytes into its blocks (Open
         # MPI reduced into page-aligned outputs up to 50% slower)
         big = [np.arange(3 << 20, dtype=np.float32) % 997 + k for k in range(n)]
@@ -604,6 +609,28 @@ def test_members_that_disagree_get_a_clear_error_not_a_wrong_result(tmp_path):
                        "rank 1: all_reduce(refused_by_pre_hook=RuntimeError: health check "
                        "failed) of float32[2]")
         close(dist.all_reduce(snp.arange(2.0)), [0.0, 2.0])
+        # arguments invalid on one rank only: it raises its error, the other a ValueError
+        # naming it (it waited for the invalid rank forever)
+        def invalid(fn, error, text):
+            if r == 1:
+                with pytest.raises(error, match=text):
+                    fn()
+            else:
+                raises(fn, f"rank 1: ", f"invalid_arguments={error.__name__}: ", text)
+        invalid(lambda: dist.reduce_scatter(snp.ones(4 if r == 0 else 3)), ValueError,
+                "reduce_scatter: dim 0 of shape")
+        invalid(lambda: dist.all_to_all(snp.ones(4 if r == 0 else 3)), ValueError,
+                "all_to_all: dim 0 of shape")
+        invalid(lambda: dist.all_reduce(snp.ones(2), op="sum" if r == 0 else "mean"),
+                ValueError, "all_reduce: op must be one of")
+        invalid(lambda: dist.all_reduce(snp.ones(2, dtype=snp.complex64 if r else snp.float32),
+                                        op="max"), TypeError, "is not defined for complex64")
+        invalid(lambda: dist.broadcast(snp.ones(2), src=0 if r == 0 else 7), ValueError,
+                "broadcast: src must be a rank of the group")
+        invalid(lambda: dist.all_gather(np.ones(2) if r == 0 else np.array(["a"])), TypeError,
+                "all_gather: dtype: <U1 is not supported")
+        with pytest.raises(ValueError, match="dim 0 of shape"):   # invalid on both: own errors
+            dist.reduce_scatter(snp.ones(3))
         # each call is checked, also once both ranks made (and cached) both calls
         for _ in range(3):
             close(dist.all_reduce(snp.ones(3)), [2.0] * 3)

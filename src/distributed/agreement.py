@@ -57,15 +57,21 @@ def disagreement(spec, group) -> ValueError:
         "; every member must pass the same")
 
 
-def refuse(op, group, x, error):
-    """Takes part in the agreement check of collective ``op`` (input ``x``) that this member's
-    pre hook refused with ``error`` (src/distributed/hooks.py), so that the other members'
-    check fails with a ValueError naming the refusal instead of their ``op`` pairing with
-    this member's next collective (a wrong result, then a hang). Returns normally; the caller
-    raises ``error``. When every member's hook raised the same error, the checks agree and
-    nobody starts the collective."""
-    why = f"{type(error).__name__}: {error}"[:200]
-    spec = CallSpec(op, tuple(np.shape(x)), np.asarray(x).dtype, {"refused_by_pre_hook": why})
+def refuse(op, group, x, error, why="refused_by_pre_hook"):
+    """Takes part in the agreement check of collective ``op`` (input ``x``) that this member
+    refused with ``error`` (``why``, named in the others' error): its pre hook raised it
+    (src/distributed/hooks.py), or its arguments are invalid here ("invalid_arguments": e.g. a
+    dim 0 that the group size does not divide on this member only). The other members' check then fails with
+    a ValueError naming the refusal instead of their ``op`` waiting for this member forever or
+    pairing with its next collective (a wrong result, then a hang). Returns normally; the
+    caller raises ``error``. When every member refused with the same error, the checks agree
+    and nobody starts the collective."""
+    text = f"{type(error).__name__}: {error}"[:200]
+    try:
+        shape, dtype = tuple(np.shape(x)), np.asarray(x).dtype
+    except Exception:   # an operand NumPy cannot read: the refusal is named all the same
+        shape, dtype = (), np.dtype(object)
+    spec = CallSpec(op, shape, dtype, {why: text})
     try:
         check(spec, group)
     except Exception:   # the others' calls differ (they raise the ValueError), or a peer failed

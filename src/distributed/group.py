@@ -8,7 +8,10 @@ under Open MPI, through its native counterpart (src/distributed/native_calls.py)
 raises ``RankFailure``, a hung one ``CollectiveTimeout`` (``set_timeout`` / ``timeout=``); after
 a failure the survivors call ``group.reconfigure()`` (src/distributed/elastic.py). The
 collective hooks (``register_collective_hooks``, src/distributed/hooks.py) run around every
-call.
+call. Blocking calls without a timeout check first that every member passes the same shape,
+dtype and arguments (src/distributed/agreement.py); a member whose own arguments are invalid
+(an unknown op, a dim 0 the group size does not divide, an unsupported dtype) raises its error
+after taking part in that check, so the others raise a ValueError naming it instead of waiting.
 
 Groups: ``world_group()``, ``new_group(ranks)`` (processes outside ``ranks`` get
 ``NON_GROUP_MEMBER``), ``split_group(color, key)`` (MPI_Comm_split; ``color=None`` gives
@@ -350,17 +353,21 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
     Returns:
         The result Array (or a Work when ``async_op``).
     Raises:
-        ValueError: an unknown op. RankFailure / CollectiveTimeout: see module docstring.
+        ValueError: an unknown op, or another member's invalid arguments (module docstring).
+        TypeError: an unsupported dtype; "max" / "min" of complex values.
+        RankFailure / CollectiveTimeout: see module docstring.
     """
-    if op not in _OPS:
-        raise ValueError(f"all_reduce: op must be one of {_OPS}, got {op!r}")
     g = _group(group)
     t = _timeout(g, timeout)
-    weak, b = _buf(x, "all_reduce", t, async_op)
+    try:
+        _check_op("all_reduce", op)
+        weak, b = _buf(x, "all_reduce", t, async_op)
+        acc, mop = mpi_reduction(op, b.dtype, "all_reduce")
+    except (TypeError, ValueError) as e:
+        raise _invalid("all_reduce", g, x, t, async_op, e) from None
     out = native_calls.replay("all_reduce", g, b, op, t, async_op)
     if out is not None:
         return _reduced(out, op, g, b.dtype, weak)
-    acc, mop = mpi_reduction(op, b.dtype, "all_reduce")
     send = b.astype(acc) if acc != b.dtype else b
     out = result_buffer(send.shape, send.dtype)
     return _call("all_reduce", g, b, t, async_op,
@@ -368,6 +375,27 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
                  lambda: _reduced(out, op, g, b.dtype, weak),
                  lambda: g.comm.Allreduce(mpi_view(send), mpi_view(out), op=mop),
                  params={"op": op}, native=(op, native_calls.ALLREDUCE, send, out, mop))
+
+
+def _check_op(what, op):
+    if op not in _OPS:
+        raise ValueError(f"{what}: op must be one of {_OPS}, got {op!r}")
+
+
+def _invalid(op, g, x, t, async_op, error):
+    """``error``, an error in the arguments of this member's collective ``op`` (input ``x``)
+    of group ``g``, to raise once the other members know: a call the agreement check sees
+    (no timeout ``t``, not ``async_op``) takes part in it with the error (agreement.refuse),
+    so that theirs raise a ValueError naming it instead of waiting for this member forever."""
+    if t is None and not async_op:
+        refuse(op, g, x, error, "invalid_arguments")
+    return error
+
+
+def _divisible(op, b, n):
+    if b.ndim == 0 or b.shape[0] % n:
+        raise ValueError(f"{op}: dim 0 of shape {b.shape} must be divisible by the group "
+                         f"size {n}")
 
 
 def _reduced(out, op, g, dtype, weak):
@@ -379,7 +407,10 @@ def all_gather(x, group=None, async_op=False, timeout=None):
     """Every member's ``x`` (same shape everywhere), as a list of Arrays in group rank order."""
     g = _group(group)
     t = _timeout(g, timeout)
-    weak, b = _buf(x, "all_gather", t, async_op)
+    try:
+        weak, b = _buf(x, "all_gather", t, async_op)
+    except TypeError as e:
+        raise _invalid("all_gather", g, x, t, async_op, e) from None
     out = native_calls.replay("all_gather", g, b, None, t, async_op)
     if out is not None:
         return [wrap(row, weak) for row in out]
@@ -398,19 +429,19 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
     Raises:
         ValueError: dim 0 not divisible, or an unknown op.
     """
-    if op not in _OPS:
-        raise ValueError(f"reduce_scatter: op must be one of {_OPS}, got {op!r}")
     g = _group(group)
     t = _timeout(g, timeout)
-    weak, b = _buf(x, "reduce_scatter", t, async_op)
+    n = g.size()
+    try:
+        _check_op("reduce_scatter", op)
+        weak, b = _buf(x, "reduce_scatter", t, async_op)
+        _divisible("reduce_scatter", b, n)
+        acc, mop = mpi_reduction(op, b.dtype, "reduce_scatter")
+    except (TypeError, ValueError) as e:
+        raise _invalid("reduce_scatter", g, x, t, async_op, e) from None
     out = native_calls.replay("reduce_scatter", g, b, op, t, async_op)
     if out is not None:
         return _reduced(out, op, g, b.dtype, weak)
-    n = g.size()
-    if b.ndim == 0 or b.shape[0] % n:
-        raise ValueError(f"reduce_scatter: dim 0 of shape {b.shape} must be divisible by the "
-                         f"group size {n}")
-    acc, mop = mpi_reduction(op, b.dtype, "reduce_scatter")
     send = b.astype(acc) if acc != b.dtype else b
     out = result_buffer((b.shape[0] // n,) + b.shape[1:], acc)
     return _call("reduce_scatter", g, b, t, async_op,
@@ -426,14 +457,14 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     order (``all_to_all_single``); dim 0 must be divisible by the group size."""
     g = _group(group)
     t = _timeout(g, timeout)
-    weak, b = _buf(x, "all_to_all", t, async_op)
+    try:
+        weak, b = _buf(x, "all_to_all", t, async_op)
+        _divisible("all_to_all", b, g.size())
+    except (TypeError, ValueError) as e:
+        raise _invalid("all_to_all", g, x, t, async_op, e) from None
     out = native_calls.replay("all_to_all", g, b, None, t, async_op)
     if out is not None:
         return wrap(out, weak)
-    n = g.size()
-    if b.ndim == 0 or b.shape[0] % n:
-        raise ValueError(f"all_to_all: dim 0 of shape {b.shape} must be divisible by the group "
-                         f"size {n}")
     out = result_buffer(b.shape, b.dtype)
     return _call("all_to_all", g, b, t, async_op,
                  lambda: g.comm.Ialltoall(mpi_view(b), mpi_view(out)),
@@ -449,9 +480,12 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
         ValueError: ``src`` is not a rank of the group (an int in ``[0, size)``).
     """
     g = _group(group)
-    src = peer_rank(g, src, "src", "broadcast")
     t = _timeout(g, timeout)
-    weak, b = _buf(x, "broadcast", t, async_op)
+    try:
+        src = peer_rank(g, src, "src", "broadcast")
+        weak, b = _buf(x, "broadcast", t, async_op)
+    except (TypeError, ValueError) as e:
+        raise _invalid("broadcast", g, x, t, async_op, e) from None
     out = native_calls.replay("broadcast", g, b, src, t, async_op)
     if out is not None:
         return wrap(out, weak)

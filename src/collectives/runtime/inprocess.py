@@ -52,7 +52,8 @@ def accumulation_dtype(dt, op=None):
     booleans in (u)int64, so the sum before the division cannot wrap around (the mean of
     int8 values 100 and 120 is 110, not -18)."""
     dt = np.dtype(dt)
-    if dt in (dtypes.float16, dtypes.bfloat16) or dt in dtypes.LOW_PRECISION_FLOATS:
+    if dt in (dtypes.float16, dtypes.bfloat16) or dt in dtypes.LOW_PRECISION_FLOATS \
+            or dt in dtypes.SCALE_FLOATS:
         return np.dtype(np.float32)
     if op == "avg" and dt.kind in "biu":
         return np.dtype(np.uint64 if dt.kind == "u" else np.int64)
