@@ -139,6 +139,23 @@ def test_matmul_layouts(dt, mkn, ta, tb):
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("mkn", [(64, 16, 8), (130, 97, 300), (70, 24, 9), (65, 7, 17),
+                                 (128, 784, 512)])
+def test_transposed_b_gives_the_bits_of_its_contiguous_copy(dt, mkn):
+    # a transposed B is packed into the micro-panels a contiguous one gives (8 x 8 blocks
+    # transposed in registers, scalar copies at the edges): the same products in the same order
+    m, n, k = mkn
+    a = _operand((m, k), dt, "plain")
+    b = _operand((k, n), dt, "transposed")
+    dn = (((1,), (0,)), ((), ()))
+    got = linear._dot_general_impl(a, b, dimension_numbers=dn, preferred_element_type=None)
+    want = linear._dot_general_impl(a, np.ascontiguousarray(b), dimension_numbers=dn,
+                                    preferred_element_type=None)
+    np.testing.assert_array_equal(got, want)
+    _close(got, _ref(a, b, dn), dt, k)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("batch", [(1,), (3,), (2, 3), (0,), (1000,)])
 @pytest.mark.parametrize("mkn", [(16, 16, 16), (5, 7, 3), (1, 9, 4), (33, 8, 17)])
 def test_batched(dt, batch, mkn):
