@@ -79,6 +79,9 @@ def test_eager_collectives_and_groups_two_ranks(tmp_path):
         assert np.asarray(dist.all_reduce(e8)).astype(np.float32).tolist() == [2, 4, 1, 1]
         assert np.asarray(dist.all_reduce(e8, op="max")).astype(np.float32).tolist() == \
             [1, 2, 0.5, 1]
+        # their average divides (floor division of the float32 sum gave 0, then NaN)
+        assert np.asarray(dist.all_reduce(e8, op="avg")).astype(np.float32).tolist() == \
+            [1, 2, 0.5, 0.5]
         # results of 1 MiB and more come from the buffer pool, 64 bytes into its blocks (Open
         # MPI reduced into page-aligned outputs up to 50% slower)
         big = [np.arange(3 << 20, dtype=np.float32) % 997 + k for k in range(n)]
@@ -629,8 +632,15 @@ def test_members_that_disagree_get_a_clear_error_not_a_wrong_result(tmp_path):
                 "broadcast: src must be a rank of the group")
         invalid(lambda: dist.all_gather(np.ones(2) if r == 0 else np.array(["a"])), TypeError,
                 "all_gather: dtype: <U1 is not supported")
+        invalid(lambda: dist.all_reduce(snp.ones(2), timeout=None if r == 0 else 0), ValueError,
+                "timeout seconds must be positive")
+        invalid(lambda: dist.barrier(timeout=None if r == 0 else -1.0), ValueError,
+                "timeout seconds must be positive")
         with pytest.raises(ValueError, match="dim 0 of shape"):   # invalid on both: own errors
             dist.reduce_scatter(snp.ones(3))
+        # a refusing member records its call as the others do: sequence numbers stay in step
+        seqs = dist.all_gather(np.array([dist.flight_recorder.entries()[-1]["seq"]]))
+        assert int(seqs[0][0]) == int(seqs[1][0]), seqs
         # each call is checked, also once both ranks made (and cached) both calls
         for _ in range(3):
             close(dist.all_reduce(snp.ones(3)), [2.0] * 3)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import runtime
+from . import flight_recorder, runtime
 from .callspec import CallSpec
 from .requests import Chain, Requests
 
@@ -72,10 +72,14 @@ def refuse(op, group, x, error, why="refused_by_pre_hook"):
     except Exception:   # an operand NumPy cannot read: the refusal is named all the same
         shape, dtype = (), np.dtype(object)
     spec = CallSpec(op, shape, dtype, {why: text})
+    # recorded as the others record their failed check: the members' sequence numbers (and
+    # with them the flight recorder's comparison and the arrival board) stay in step
+    rec = flight_recorder.begin(op, group.comm, spec=spec, track=group.track)
     try:
         check(spec, group)
     except Exception:   # the others' calls differ (they raise the ValueError), or a peer failed
         pass            # (the next collective reports it): this member raises ``error``
+    flight_recorder.end(rec, "error", error)
 
 
 def header_comm(comm):

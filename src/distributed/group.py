@@ -12,6 +12,7 @@ call. Blocking calls without a timeout check first that every member passes the 
 dtype and arguments (src/distributed/agreement.py); a member whose own arguments are invalid
 (an unknown op, a dim 0 the group size does not divide, an unsupported dtype) raises its error
 after taking part in that check, so the others raise a ValueError naming it instead of waiting.
+A ``group=`` that is no group raises on that member only (there is no group to tell).
 
 Groups: ``world_group()``, ``new_group(ranks)`` (processes outside ``ranks`` get
 ``NON_GROUP_MEMBER``), ``split_group(color, key)`` (MPI_Comm_split; ``color=None`` gives
@@ -358,13 +359,13 @@ def all_reduce(x, op="sum", group=None, async_op=False, timeout=None):
         RankFailure / CollectiveTimeout: see module docstring.
     """
     g = _group(group)
-    t = _timeout(g, timeout)
     try:
+        t = _timeout(g, timeout)
         _check_op("all_reduce", op)
         weak, b = _buf(x, "all_reduce", t, async_op)
         acc, mop = mpi_reduction(op, b.dtype, "all_reduce")
     except (TypeError, ValueError) as e:
-        raise _invalid("all_reduce", g, x, t, async_op, e) from None
+        raise _invalid("all_reduce", g, x, timeout, async_op, e) from None
     out = native_calls.replay("all_reduce", g, b, op, t, async_op)
     if out is not None:
         return _reduced(out, op, g, b.dtype, weak)
@@ -382,11 +383,17 @@ def _check_op(what, op):
         raise ValueError(f"{what}: op must be one of {_OPS}, got {op!r}")
 
 
-def _invalid(op, g, x, t, async_op, error):
+def _invalid(op, g, x, timeout, async_op, error):
     """``error``, an error in the arguments of this member's collective ``op`` (input ``x``)
     of group ``g``, to raise once the other members know: a call the agreement check sees
-    (no timeout ``t``, not ``async_op``) takes part in it with the error (agreement.refuse),
-    so that theirs raise a ValueError naming it instead of waiting for this member forever."""
+    (no timeout, not ``async_op``) takes part in it with the error (agreement.refuse), so
+    that theirs raise a ValueError naming it instead of waiting for this member forever. An
+    invalid ``timeout`` counts as the group's default (what the others' calls without one
+    use)."""
+    try:
+        t = _timeout(g, timeout)
+    except (TypeError, ValueError):
+        t = _timeout(g, None)
     if t is None and not async_op:
         refuse(op, g, x, error, "invalid_arguments")
     return error
@@ -406,11 +413,11 @@ def _reduced(out, op, g, dtype, weak):
 def all_gather(x, group=None, async_op=False, timeout=None):
     """Every member's ``x`` (same shape everywhere), as a list of Arrays in group rank order."""
     g = _group(group)
-    t = _timeout(g, timeout)
     try:
+        t = _timeout(g, timeout)
         weak, b = _buf(x, "all_gather", t, async_op)
-    except TypeError as e:
-        raise _invalid("all_gather", g, x, t, async_op, e) from None
+    except (TypeError, ValueError) as e:
+        raise _invalid("all_gather", g, x, timeout, async_op, e) from None
     out = native_calls.replay("all_gather", g, b, None, t, async_op)
     if out is not None:
         return [wrap(row, weak) for row in out]
@@ -430,15 +437,15 @@ def reduce_scatter(x, op="sum", group=None, async_op=False, timeout=None):
         ValueError: dim 0 not divisible, or an unknown op.
     """
     g = _group(group)
-    t = _timeout(g, timeout)
     n = g.size()
     try:
+        t = _timeout(g, timeout)
         _check_op("reduce_scatter", op)
         weak, b = _buf(x, "reduce_scatter", t, async_op)
         _divisible("reduce_scatter", b, n)
         acc, mop = mpi_reduction(op, b.dtype, "reduce_scatter")
     except (TypeError, ValueError) as e:
-        raise _invalid("reduce_scatter", g, x, t, async_op, e) from None
+        raise _invalid("reduce_scatter", g, x, timeout, async_op, e) from None
     out = native_calls.replay("reduce_scatter", g, b, op, t, async_op)
     if out is not None:
         return _reduced(out, op, g, b.dtype, weak)
@@ -456,12 +463,12 @@ def all_to_all(x, group=None, async_op=False, timeout=None):
     """Member ``r`` gets block ``r`` (along dim 0) of every member's ``x``, concatenated in rank
     order (``all_to_all_single``); dim 0 must be divisible by the group size."""
     g = _group(group)
-    t = _timeout(g, timeout)
     try:
+        t = _timeout(g, timeout)
         weak, b = _buf(x, "all_to_all", t, async_op)
         _divisible("all_to_all", b, g.size())
     except (TypeError, ValueError) as e:
-        raise _invalid("all_to_all", g, x, t, async_op, e) from None
+        raise _invalid("all_to_all", g, x, timeout, async_op, e) from None
     out = native_calls.replay("all_to_all", g, b, None, t, async_op)
     if out is not None:
         return wrap(out, weak)
@@ -480,12 +487,12 @@ def broadcast(x, src=0, group=None, async_op=False, timeout=None):
         ValueError: ``src`` is not a rank of the group (an int in ``[0, size)``).
     """
     g = _group(group)
-    t = _timeout(g, timeout)
     try:
+        t = _timeout(g, timeout)
         src = peer_rank(g, src, "src", "broadcast")
         weak, b = _buf(x, "broadcast", t, async_op)
     except (TypeError, ValueError) as e:
-        raise _invalid("broadcast", g, x, t, async_op, e) from None
+        raise _invalid("broadcast", g, x, timeout, async_op, e) from None
     out = native_calls.replay("broadcast", g, b, src, t, async_op)
     if out is not None:
         return wrap(out, weak)
@@ -562,12 +569,16 @@ def barrier(group=None, timeout=None):
             every collective is: without a timeout).
     """
     g = _group(group)
+    x = np.zeros(())
+    try:
+        t = _timeout(g, timeout)
+    except (TypeError, ValueError) as e:
+        raise _invalid("barrier", g, x, timeout, False, e) from None
     # without a timeout the agreement check runs first, and its all-reduce completes on no
     # member before every member entered it: that check is the barrier (a separate
     # MPI_Barrier would only repeat it; skipping the check let a barrier on one rank and an
     # all_reduce on another wait for each other forever)
-    _call("barrier", g, np.zeros(()), _timeout(g, timeout), False, lambda: g.comm.Ibarrier(),
-          lambda: None, lambda: None)
+    _call("barrier", g, x, t, False, lambda: g.comm.Ibarrier(), lambda: None, lambda: None)
 
 
 _NEW_GROUPS = [0]

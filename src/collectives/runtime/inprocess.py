@@ -62,8 +62,10 @@ def accumulation_dtype(dt, op=None):
 
 def finish_reduce(acc, op, n, dt):
     """``acc`` (the combination of ``n`` values) as the result of reduce op ``op`` in ``dt``."""
-    if op == "avg":
-        acc = acc / n if dtypes.is_inexact(np.dtype(dt)) else acc // n
+    if op == "avg":   # scale floats (float8_e8m0fnu) are no "inexact" dtype, but floats
+        dt = np.dtype(dt)
+        inexact = dtypes.is_inexact(dt) or dt in dtypes.SCALE_FLOATS
+        acc = acc / n if inexact else acc // n
     return acc.astype(dt, copy=False) if acc.dtype != dt else acc
 
 
