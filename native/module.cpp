@@ -426,6 +426,17 @@ PYBIND11_MODULE(_native, m) {
         "Looks up the MPI functions of native/mpi_calls.h in the libmpi at `path` (already "
         "loaded by mpi4py; Open MPI handles). Returns '' on success, else why not.");
   m.attr("MPI_MISMATCH") = starling::mpi::kMismatch;
+  m.def("mpi_nan_extremum_op", [](bool max, bool f64) -> py::object {
+    int err = 0;
+    void* op = starling::mpi::nan_extremum_op(max, f64, &err);
+    if (op == nullptr) {
+      if (err != 0) throw py::value_error("MPI_Op_create failed with code " + std::to_string(err));
+      return py::none();
+    }
+    return py::int_(reinterpret_cast<uintptr_t>(op));
+  }, py::arg("max"), py::arg("f64"),
+        "The MPI_Op handle of NumPy's maximum (max) / minimum of float32 or float64 (f64) "
+        "values, NaN-propagating (native/mpi_calls.h); None before mpi_bind() succeeded.");
   m.def("mpi_set_board", [](uintptr_t words, uintptr_t win) {
     starling::mpi::set_board(reinterpret_cast<int64_t*>(words), reinterpret_cast<void*>(win));
   }, py::arg("words"), py::arg("win"),

@@ -16,6 +16,8 @@ using ReduceScatterBlockFn = int (*)(const void*, void*, int, void*, void*, void
 using AlltoallFn = int (*)(const void*, int, void*, void*, int, void*, void*);
 using BcastFn = int (*)(void*, int, void*, int, void*);
 using WinSyncFn = int (*)(void*);
+using UserFn = void (*)(void*, void*, int*, void**);
+using OpCreateFn = int (*)(UserFn, int, void**);
 
 struct Api {
   AllreduceFn allreduce = nullptr;
@@ -24,6 +26,7 @@ struct Api {
   AlltoallFn alltoall = nullptr;
   BcastFn bcast = nullptr;
   WinSyncFn win_sync = nullptr;
+  OpCreateFn op_create = nullptr;
 };
 
 Api g_api;
@@ -57,7 +60,8 @@ bool bind(const std::string& path, std::string* why) {
                   lookup(lib, "MPI_Reduce_scatter_block", &api.reduce_scatter_block, why) &&
                   lookup(lib, "MPI_Alltoall", &api.alltoall, why) &&
                   lookup(lib, "MPI_Bcast", &api.bcast, why) &&
-                  lookup(lib, "MPI_Win_sync", &api.win_sync, why);
+                  lookup(lib, "MPI_Win_sync", &api.win_sync, why) &&
+                  lookup(lib, "MPI_Op_create", &api.op_create, why);
   // the library stays loaded: mpi4py holds it, and so does this handle (never closed)
   if (!ok) return false;
   g_api = api;
@@ -66,6 +70,37 @@ bool bind(const std::string& path, std::string* why) {
 }
 
 bool bound() { return g_bound; }
+
+namespace {
+
+template <class T, bool kMax>
+void nan_extremum(void* in, void* inout, int* len, void** /*datatype: one op per type*/) {
+  const T* a = static_cast<const T*>(in);
+  T* b = static_cast<T*>(inout);
+  const int n = *len;
+  for (int i = 0; i < n; ++i) {
+    const T x = a[i], y = b[i];
+    // x + y is a NaN when either is
+    b[i] = (x != x || y != y) ? x + y : (kMax ? (x > y ? x : y) : (x < y ? x : y));
+  }
+}
+
+}  // namespace
+
+void* nan_extremum_op(bool max, bool f64, int* err) {
+  static std::atomic<void*> ops[4] = {};
+  *err = 0;
+  if (!g_bound) return nullptr;
+  const int i = (max ? 2 : 0) + (f64 ? 1 : 0);
+  void* op = ops[i].load();
+  if (op != nullptr) return op;
+  static const UserFn fns[4] = {&nan_extremum<float, false>, &nan_extremum<double, false>,
+                                &nan_extremum<float, true>, &nan_extremum<double, true>};
+  *err = g_api.op_create(fns[i], 1, &op);
+  if (*err != 0) return nullptr;
+  ops[i].store(op);   // callers hold the GIL: no two make the same op
+  return op;
+}
 
 void set_board(int64_t* words, void* win) {
   g_win.store(win);

@@ -50,6 +50,12 @@ bool bound();
 // The board's words and window (MPI_Win), or nullptrs when arrival tracking is off / stopped.
 void set_board(int64_t* words, void* win);
 
+// MPI_Op handles of NumPy's maximum / minimum of float32 (f64 false) or float64 values: NaN
+// when either value is NaN (MPI_MAX / MPI_MIN keep one of them, depending on the order MPI
+// combines the members in). Made once (MPI_Op_create, commutative) and kept; nullptr when the
+// library is not bound or MPI refused (*err: its error code).
+void* nan_extremum_op(bool max, bool f64, int* err);
+
 constexpr int kMismatch = -1;
 // Steps 1, 3 and 4 above (the caller records the flight record around it, with the GIL).
 // Returns 0, kMismatch (the members' calls differ; the collective did not start), or an MPI

@@ -79,6 +79,22 @@ def test_eager_collectives_and_groups_two_ranks(tmp_path):
         assert np.asarray(dist.all_reduce(e8)).astype(np.float32).tolist() == [2, 4, 1, 1]
         assert np.asarray(dist.all_reduce(e8, op="max")).astype(np.float32).tolist() == \
             [1, 2, 0.5, 1]
+        # max / min are NumPy's: a NaN on any member gives NaN (MPI_MAX kept rank 1's 1.0
+        # against rank 0's NaN), natively and through the mpi4py op used by other MPIs
+        from starling.distributed import mpi_types
+        v = np.array([np.nan, 1.0, 2.0 + r, -np.inf], np.float32) if r == 0 else \
+            np.array([1.0, np.nan, 2.0 + r, np.inf], np.float32)
+        for op, ufunc in (("max", np.maximum), ("min", np.minimum)):
+            want = ufunc(*[np.asarray(a) for a in dist.all_gather(v)])
+            for dt in (np.float32, np.float64, np.float16):
+                got = np.asarray(dist.all_reduce(v.astype(dt), op=op))
+                assert np.array_equal(got, want.astype(dt), equal_nan=True), (op, dt, got)
+            got = np.asarray(dist.reduce_scatter(np.tile(v, n), op=op))
+            assert np.array_equal(got, want, equal_nan=True), (op, got)
+            out = np.empty_like(v)
+            dist.world_group().comm.Allreduce(
+                v, out, op=mpi_types.python_nan_extremum_op(op, np.float32))
+            assert np.array_equal(out, want, equal_nan=True), (op, out)
         # their average divides (floor division of the float32 sum gave 0, then NaN)
         assert np.asarray(dist.all_reduce(e8, op="avg")).astype(np.float32).tolist() == \
             [1, 2, 0.5, 0.5]

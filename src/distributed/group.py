@@ -13,6 +13,9 @@ dtype and arguments (src/distributed/agreement.py); a member whose own arguments
 (an unknown op, a dim 0 the group size does not divide, an unsupported dtype) raises its error
 after taking part in that check, so the others raise a ValueError naming it instead of waiting.
 A ``group=`` that is no group raises on that member only (there is no group to tell).
+Calls under a timeout or ``async_op`` run MPI's nonblocking collectives, whose algorithms may
+combine the members' values in another order than the blocking ones: a float sum may then
+differ in its last bits from the blocking call's (every member still gets the same bits).
 
 Groups: ``world_group()``, ``new_group(ranks)`` (processes outside ``ranks`` get
 ``NON_GROUP_MEMBER``), ``split_group(color, key)`` (MPI_Comm_split; ``color=None`` gives

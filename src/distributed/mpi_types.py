@@ -62,17 +62,19 @@ _WIDER_SUMS = {np.dtype(np.int8): np.dtype(np.int32), np.dtype(np.int16): np.dty
                np.dtype(np.uint8): np.dtype(np.uint32), np.dtype(np.uint16): np.dtype(np.uint32)}
 
 
-def mpi_reduction(op, dtype, what):
+def mpi_reduction(op, dtype, what, predefined=False):
     """``(dtype the members' values are combined in, MPI op)`` of Starling reduce op ``op``
     ("sum", "avg", "max", "min", "prod") over values of ``dtype``, for the MPI collective
     ``what`` (named in errors). The dtype is ``accumulation_dtype``'s (low-precision floats in
     float32, averages of integers in 64 bits), with sums of 8- and 16-bit integers made in 32
     bits (see ``_WIDER_SUMS``); ``finish_reduce`` brings the result back to ``dtype``.
 
+    ``predefined``: MPI's own ops only (``mpi_op``).
+
     Raises:
         TypeError: "max" / "min" of complex values (MPI defines no order of complex numbers).
     """
-    got = _REDUCTIONS.get((op, dtype))
+    got = _REDUCTIONS.get((op, dtype, predefined))
     if got is None:
         dt = np.dtype(dtype)
         if dt.kind == "c" and op in ("max", "min"):
@@ -82,17 +84,56 @@ def mpi_reduction(op, dtype, what):
         acc = accumulation_dtype(dt, op)
         if op == "sum":
             acc = _WIDER_SUMS.get(acc, acc)
-        got = _REDUCTIONS[(op, dtype)] = (acc, mpi_op("sum" if op == "avg" else op, acc))
+        got = _REDUCTIONS[(op, dtype, predefined)] = (
+            acc, mpi_op("sum" if op == "avg" else op, acc, predefined))
     return got
 
 
-def mpi_op(op, dtype):
+def mpi_op(op, dtype, predefined=False):
     """The MPI op of a Starling reduce op for ``dtype`` (bool: sum / max are or, min / prod
-    and, as NumPy's ufuncs compute on bool)."""
+    and, as NumPy's ufuncs compute on bool). Max / min of float32 / float64 values are NumPy's
+    (a NaN anywhere gives NaN: ``nan_extremum_op``) unless ``predefined`` (MPI_MAX / MPI_MIN:
+    one-sided accumulation takes no other ops)."""
     MPI = runtime.mpi()
-    if np.dtype(dtype) == np.bool_:
+    dt = np.dtype(dtype)
+    if dt == np.bool_:
         return {"sum": MPI.LOR, "max": MPI.LOR, "min": MPI.LAND, "prod": MPI.LAND}[op]
+    if op in ("max", "min") and dt.kind == "f" and not predefined:
+        return nan_extremum_op(op, dt)
     return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
+
+
+_NAN_OPS: dict = {}
+
+
+def nan_extremum_op(op, dtype):
+    """The MPI op of NumPy's ``maximum`` (``op`` "max") / ``minimum`` of ``dtype`` (float32 or
+    float64) values: NaN where any member's value is NaN, as the in-process runtime's
+    reductions give (MPI_MAX / MPI_MIN compare with ``>`` / ``<`` and keep one of the values,
+    so which member held the NaN decided the result). Native under Open MPI
+    (native/mpi_calls.h), else an mpi4py op calling NumPy."""
+    key = (op, np.dtype(dtype))
+    got = _NAN_OPS.get(key)
+    if got is None:
+        from . import native_calls   # (it imports this module)
+        from .. import _native
+        MPI = runtime.mpi()
+        handle = _native.mpi_nan_extremum_op(op == "max", key[1] == np.float64) \
+            if native_calls.bound() else None
+        got = _NAN_OPS[key] = MPI.Op.fromhandle(handle) if handle is not None else \
+            python_nan_extremum_op(op, key[1])
+    return got
+
+
+def python_nan_extremum_op(op, dtype):
+    """``nan_extremum_op`` as an mpi4py op over NumPy (for MPIs other than Open MPI)."""
+    ufunc = np.maximum if op == "max" else np.minimum
+    dt = np.dtype(dtype)
+
+    def combine(inbuf, inoutbuf, datatype):
+        ufunc(np.frombuffer(inbuf, dt), np.frombuffer(inoutbuf, dt),
+              out=np.frombuffer(inoutbuf, dt))
+    return runtime.mpi().Op.Create(combine, commute=True)
 
 
 _POOLED = 1 << 20   # results from this size on come from the recycled buffer pool

@@ -27,19 +27,27 @@ from .mpi_types import mpi_datatype, result_allocator
 
 ALLREDUCE, ALLGATHER, REDUCE_SCATTER_BLOCK, ALLTOALL, BCAST = range(5)
 _STATE: list = []   # [True] bound, [False] unavailable; empty: not tried yet
+_LIBRARY: list = []  # the same for the library binding alone (``bound``)
 _PLAN_LIMIT = 4096  # plans per communicator (as CallSpecs: a runaway variety must not grow)
 
 
 def available() -> bool:
-    """True when blocking collectives run natively (Open MPI's libmpi found and bound)."""
+    """True when blocking collectives run natively (Open MPI's libmpi found and bound, and
+    ``$STARLING_MPI_NATIVE`` is not 0)."""
     if not _STATE:
-        _STATE.append(_bind())
+        _STATE.append(os.environ.get("STARLING_MPI_NATIVE", "1") != "0" and bound())
     return _STATE[0]
 
 
+def bound() -> bool:
+    """True when the native MPI functions are bound to the libmpi mpi4py loaded (Open MPI):
+    what native collectives and native reduce ops (mpi_types.mpi_op) need."""
+    if not _LIBRARY:
+        _LIBRARY.append(_bind())
+    return _LIBRARY[0]
+
+
 def _bind() -> bool:
-    if os.environ.get("STARLING_MPI_NATIVE", "1") == "0":
-        return False
     MPI = runtime.mpi()
     if not MPI.Get_library_version().startswith("Open MPI") or \
             not hasattr(MPI.Comm, "handle"):   # the handles as integers (mpi4py >= 4.0)

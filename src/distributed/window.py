@@ -253,6 +253,9 @@ class Window:
                 make in a wider dtype (``mpi_types.mpi_reduction``): float16, bfloat16, float8,
                 and sums of 8- or 16-bit integers (Open MPI saturates those: int8 100 + 100
                 gives 127 where NumPy wraps around to -56); max / min of complex values.
+
+        Max / min are MPI's (MPI_MAX / MPI_MIN: one-sided accumulation takes no other ops): a
+        NaN meeting a number may give either, where collectives give NaN as NumPy does.
         """
         if op not in _ACC_OPS:
             raise ValueError(f"Window.accumulate: op must be one of {_ACC_OPS}, got {op!r}")
@@ -262,7 +265,7 @@ class Window:
             mop = MPI.REPLACE
         else:
             # the target cannot be widened as a collective's result is
-            acc, mop = mpi_reduction(op, v.dtype, "Window.accumulate")
+            acc, mop = mpi_reduction(op, v.dtype, "Window.accumulate", predefined=True)
             if acc != v.dtype:
                 raise TypeError(f"Window.accumulate: MPI cannot compute {op!r} on {v.dtype} in "
                                 f"place (it must be combined in {acc}: Open MPI has no "
