@@ -21,7 +21,10 @@ fault-tolerant job Starling finalizes MPI itself at exit: normally when nothing 
 failure, each survivor instead waits in a barrier of the (reconfigured) world until all
 survivors are leaving, and exits without ``MPI_Finalize`` (the runtime accepts that; the exit
 status is kept). This needs ``starling.distributed`` to import mpi4py first (do not import
-``mpi4py.MPI`` yourself before ``initialize()`` in such jobs).
+``mpi4py.MPI`` yourself before ``initialize()`` in such jobs; ``initialize()`` warns). Known
+limit: a survivor leaving while its world still holds a failed process (a second failure not
+followed by ``reconfigure()``) hung inside libmpi during Python's exit in about 1 of 8 runs
+on a loaded 2-core machine; reconfigure before leaving.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 from ..arrays import device as _device
 from ..collectives.runtime.context import collective_timeout, set_collective_timeout
@@ -52,8 +56,16 @@ def mpi():
         return _MPI[0]
     try:
         import mpi4py
-        if fault_tolerant() and "mpi4py.MPI" not in sys.modules:
-            mpi4py.rc.finalize = False   # _at_exit decides (see the module docstring)
+        if fault_tolerant():
+            if "mpi4py.MPI" not in sys.modules:
+                mpi4py.rc.finalize = False   # _at_exit decides (see the module docstring)
+            elif mpi4py.rc.finalize is not False:
+                warnings.warn(
+                    "starling.distributed: mpi4py.MPI was imported before starling.distributed "
+                    "in a fault-tolerant job, so mpi4py calls MPI_Finalize at exit, which can "
+                    "hang after a process failed (Open MPI 5.0); import starling.distributed "
+                    "first, or set mpi4py.rc.finalize = False before importing mpi4py.MPI",
+                    RuntimeWarning, stacklevel=2)
         from mpi4py import MPI
     except ImportError as e:
         raise ImportError("starling.distributed needs mpi4py and an MPI library: pip install "
