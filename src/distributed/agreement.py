@@ -61,11 +61,11 @@ def refuse(op, group, x, error, why="refused_by_pre_hook"):
     """Takes part in the agreement check of collective ``op`` (input ``x``) that this member
     refused with ``error`` (``why``, named in the others' error): its pre hook raised it
     (src/distributed/hooks.py), or its arguments are invalid here ("invalid_arguments": e.g. a
-    dim 0 that the group size does not divide on this member only). The other members' check then fails with
-    a ValueError naming the refusal instead of their ``op`` waiting for this member forever or
-    pairing with its next collective (a wrong result, then a hang). Returns normally; the
-    caller raises ``error``. When every member refused with the same error, the checks agree
-    and nobody starts the collective."""
+    dim 0 that the group size does not divide on this member only). The other members' check
+    then fails with a ValueError naming the refusal instead of their ``op`` waiting for this
+    member forever or pairing with its next collective (a wrong result, then a hang). Returns
+    normally; the caller raises ``error``. When every member refused with the same error, the
+    checks agree and nobody starts the collective."""
     text = f"{type(error).__name__}: {error}"[:200]
     try:
         shape, dtype = tuple(np.shape(x)), np.asarray(x).dtype

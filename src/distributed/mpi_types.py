@@ -98,7 +98,7 @@ def mpi_op(op, dtype, predefined=False):
     dt = np.dtype(dtype)
     if dt == np.bool_:
         return {"sum": MPI.LOR, "max": MPI.LOR, "min": MPI.LAND, "prod": MPI.LAND}[op]
-    if op in ("max", "min") and dt.kind == "f" and not predefined:
+    if op in ("max", "min") and dt in (np.float32, np.float64) and not predefined:
         return nan_extremum_op(op, dt)
     return {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[op]
 
