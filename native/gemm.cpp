@@ -202,8 +202,14 @@ void rows(const int64_t* desc, const T* a, const T* b, T* c, int64_t ldc, int64_
   const Isa& isa = isa_info();
   const int64_t mr = isa.mr;
   const int64_t nr = int64_t(isa.vbytes / sizeof(T)) * isa.nvmax;
+  // A batch of small products is split finer: its tasks pack nothing twice (each product is
+  // its own tile call anyway), and more tasks even out a helper that joins late (1000 products
+  // of 16 x 16 x 16 on two threads: 110 -> 95 us; finer tiles of one large product cost more
+  // packing than they save).
+  const bool small_batch = d.nloop > 0 && double(d.M) * double(d.N) * double(d.K) < kTaskWork;
   const int64_t want = std::max<int64_t>(
-      1, std::min<int64_t>(int64_t(threads) * 2, int64_t(work / kTaskWork)));
+      1, std::min<int64_t>(int64_t(threads) * (small_batch ? 8 : 2),
+                           int64_t(work / (small_batch ? kTaskWork / 4 : kTaskWork))));
   int64_t rt = 1, ct = std::max<int64_t>(1, (d.N + kTileCols - 1) / kTileCols);
   while (rt * ct < want) {
     const bool can_r = R / (rt + 1) >= kTileRows;
