@@ -14,6 +14,11 @@
 // of its calls may use, itself included; default size()): in-process device threads get
 // size() / devices each, so N devices share the one pool instead of each starting its own.
 // A parallel_for from inside a chunk (nested) runs on the calling thread.
+//
+// Placement: the pool sets no affinity of its own (on a shared machine the scheduler knows
+// better), except that a helper joining a job on the very CPU its caller runs on moves off it
+// at once (pool.cpp: leave_callers_cpu); and the caller spins a while before sleeping on its
+// helpers, since a sleeping caller is woken onto its helper's CPU.
 #pragma once
 #include <cstdint>
 
