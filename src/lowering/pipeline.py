@@ -2,7 +2,8 @@
 
 Common passes (``PASSES``, every backend): inline_custom_calls (staged custom_jvp / custom_vjp
 calls run their function: no derivative is taken after lowering), simplify, constant_folding,
-simplify again (on the folded constants), cse, dce. A backend then
+simplify again (on the folded constants), cse, scan_hoist (passes/scan_hoist.py: a scan body's
+products of scanned slices and constants run once before the loop, batched), dce. A backend then
 runs its own list on the result; the cpp backend's (``cpp.cpp_passes``), in order:
 
 1. complex_decompose: complex arithmetic -> real / imaginary float computations;
@@ -27,6 +28,7 @@ from ..core.ir import Program, check_program, inline_custom_calls
 from .passes.constant_folding import constant_folding
 from .passes.cse import cse
 from .passes.dce import dce
+from .passes.scan_hoist import scan_hoist
 from .passes.simplify import simplify
 
 PASSES = [
@@ -37,6 +39,7 @@ PASSES = [
     # identities and the scalar operands rule apply to
     ("simplify_folded", simplify),
     ("cse", cse),
+    ("scan_hoist", scan_hoist),
     ("dce", dce),
 ]
 
