@@ -1,5 +1,7 @@
 """Scan hoisting (src/lowering/passes/scan_hoist.py): products of scanned slices and loop constants
-run once before the loop; values equal to the loop without hoisting and to a NumPy reference."""
+run once before the loop (values bit-equal to the loop without hoisting), products a carry only
+accumulates run once after it (the same values up to summation order); NumPy and
+finite-difference references."""
 import numpy as np
 import pytest
 
@@ -82,9 +84,14 @@ def test_rnn_input_projection_runs_before_the_loop(monkeypatch):
 def test_rnn_gradient_matches_finite_differences(monkeypatch):
     wx, wh, b, xs = _rnn_data(seq=5, batch=2, hid=4, seed=1)
     f = st.value_and_grad(_rnn_loss, argnums=(0, 1, 2))
-    hoisted, plain, _ = _run_both(f, (wx, wh, b, xs), monkeypatch)
+    hoisted, plain, ir = _run_both(f, (wx, wh, b, xs), monkeypatch)
+    # forward: h @ wh stays in the loop; backward: dz @ wh.T stays, the weight gradients
+    # (x.T @ dz, h.T @ dz) and the bias gradient (sum of dz) leave it
+    fwd, bwd = _scans(ir)
+    assert _products(_body_prims(fwd)) == 1 and _products(_body_prims(bwd)) == 1
+    assert bwd.params["num_carry"] == 1 and len(bwd.outvars) == 2   # dh; the stacked dz
     for a, p in zip(hoisted, plain):
-        np.testing.assert_array_equal(a, p)
+        np.testing.assert_allclose(a, p, rtol=1e-5, atol=1e-6)
     eps = 1e-6
     args = [wx.astype(np.float64), wh.astype(np.float64), b.astype(np.float64)]
     for k, g in enumerate(hoisted[1:]):
@@ -234,3 +241,69 @@ def test_a_product_too_large_to_stack_stays_in_the_loop(monkeypatch):
     (scan,) = _scans(ir)
     assert _products(_body_prims(scan)) >= 1
     assert _products(e.primitive.name for e in ir.eqns) == 0
+
+
+def test_accumulated_products_and_sums_leave_the_loop(monkeypatch):
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((3, 3)).astype(np.float32) / 2
+    xs = rng.standard_normal((6, 4, 3)).astype(np.float32)
+    for reverse in (False, True):
+        def f(w, xs):
+            def body(carry, x):
+                c, acc, accb, acct = carry
+                c = snp.tanh(c @ w + x)
+                # x.T @ c: a slice times a value of the body; c.T @ x the other way round;
+                # sum(c): a bias-style sum
+                return (c, acc + x.T @ c, snp.sum(c, axis=0) + accb, c.T @ x + acct), None
+            z = snp.zeros((3, 3))
+            return st.scan(body, (snp.zeros((4, 3)), z, snp.zeros(3), z), xs,
+                           reverse=reverse)[0]
+
+        hoisted, plain, ir = _run_both(f, (w, xs), monkeypatch)
+        (scan,) = _scans(ir)
+        assert scan.params["num_carry"] == 1
+        assert _products(_body_prims(scan)) == 1
+        for a, p in zip(hoisted, plain):
+            np.testing.assert_allclose(a, p, rtol=1e-5, atol=1e-6)
+        c = np.zeros((4, 3))
+        acc, accb, acct = np.zeros((3, 3)), np.zeros(3), np.zeros((3, 3))
+        for t in (reversed(range(6)) if reverse else range(6)):
+            x = xs[t].astype(np.float64)
+            c = np.tanh(c @ w + x)
+            acc, accb, acct = acc + x.T @ c, accb + c.sum(0), acct + c.T @ x
+        for a, r in zip(hoisted, (c, acc, accb, acct)):
+            np.testing.assert_allclose(a, r, rtol=1e-5, atol=1e-5)
+
+
+def test_accumulators_read_elsewhere_or_by_constants_stay(monkeypatch):
+    rng = np.random.default_rng(9)
+    w = rng.standard_normal((3, 3)).astype(np.float32) / 2
+    xs = rng.standard_normal((5, 3, 3)).astype(np.float32)
+
+    def read_elsewhere(w, xs):
+        def body(carry, x):
+            c, acc = carry
+            c = snp.tanh(c @ w + x + 0.1 * acc)          # the accumulator is read
+            return (c, acc + c.T @ c), None
+        return st.scan(body, (snp.zeros((3, 3)), snp.zeros((3, 3))), xs)[0]
+
+    def constant_operand(w, xs):
+        def body(carry, x):
+            c, acc = carry
+            c = snp.tanh(c @ w + x)
+            return (c, acc + w.T @ c), None               # w is a loop constant
+        return st.scan(body, (snp.zeros((3, 3)), snp.zeros((3, 3))), xs)[0]
+
+    def batched_product(w, xs):
+        def body(carry, x):
+            c, acc = carry
+            c = snp.tanh(c @ w + x)
+            return (c, acc + snp.einsum("ij,ij->i", c, c)), None   # a batch dim: stays
+        return st.scan(body, (snp.zeros((3, 3)), snp.zeros(3)), xs)[0]
+
+    for f in (read_elsewhere, constant_operand, batched_product):
+        hoisted, plain, ir = _run_both(f, (w, xs), monkeypatch)
+        (scan,) = _scans(ir)
+        assert scan.params["num_carry"] == 2, f.__name__
+        for a, p in zip(hoisted, plain):
+            np.testing.assert_array_equal(a, p)

@@ -1,26 +1,30 @@
-"""Scan hoisting: the products of a ``scan`` body that read scanned slices and loop constants but
-nothing carried run once, before the loop, over the whole stacked input.
+"""Scan hoisting: products move out of ``scan`` loops, before or after them, so that each runs
+as ONE product of ``length * rows`` rows instead of ``length`` small ones, each too small to keep
+the threads busy or to amortise the GEMM's packing (the "scan RNN" of benchmarks/models.py ran
+200 products of 32 x 256 x 256 per pass and direction). cuDNN's RNNs work this way: input
+projections for all time steps at once before the recurrence, weight gradients after it.
 
-An RNN's input projection ``x_t @ W_x`` then becomes ONE product of ``length * batch`` rows
-instead of ``length`` small ones, each too small to keep the threads busy or to amortise the
-GEMM's packing (the "scan RNN" of benchmarks/models.py runs 200 products of 32 x 256 x 256 per
-forward pass). This is loop-invariant code motion generalised to values that vary only with the
-scanned slice, as cuDNN's RNNs compute their input projections for all time steps at once.
+Before the loop: the equations of a body that depend on a scanned slice and on nothing that
+depends on a carry (nor are effectful or hold sub-Programs), an RNN's input projection
+``x_t @ W_x``, are batched along the scan axis by their vmap rules (``batch_program``); their
+results that the rest of the body reads enter the loop as new scanned inputs. A body changes
+only when a hoisted equation is a ``dot_general``: hoisting elementwise work alone would only
+stack intermediates in memory. Each row of the batched product is the product the body
+computed, from the same operands; Starling's native GEMM sums each element in the same order for
+any number of rows, so its results keep their bits (another BLAS may round differently).
 
-The hoisted equations are those of the body that depend on a scanned slice and on nothing that
-depends on a carry (nor are effectful or hold sub-Programs). They are batched along the scan
-axis by their vmap rules (``batch_program``); their results that the rest of the body reads
-enter the loop as new scanned inputs, so the body keeps what depends on the carry. A body
-changes only when a hoisted equation is a ``dot_general``: hoisting elementwise work alone would
-only stack intermediates in memory. Each row of the batched product is the product the body
-computed, from the same operands; Starling's native GEMM sums each element in the same order
-for any number of rows, so its results keep their bits (another BLAS may round differently).
+After the loop: a carry that only accumulates a product, ``acc = acc + dot_general(a_t, b_t)``
+(no batch dims) or ``acc = acc + reduce_sum(a_t)`` with nothing else reading ``acc``, the weight
+and bias gradients of a transposed scan, leaves the loop: the loop stacks the operands it
+computes (a scanned slice is already stacked) and the sum over the steps becomes one product
+that also contracts the scan axis, added to the carry's initial value after the loop. The sum
+runs in another order (the GEMM's blocks instead of step after step), so results may differ in
+the last bits, as any change of summation order does.
 
-The batched values take memory the loop did not need: a body is left alone when all the hoisted
-equations' results, stacked, would take more than ``MAX_EXTRA_BYTES`` and more than the loop's
-own stacked operands and results
-(a long scan of small slices times a wide matrix would otherwise hold every step's product at
-once).
+Both take memory the loop did not need: a body is left alone when its batched values (before) or
+stacked operands (after) would take more than ``MAX_EXTRA_BYTES`` and more than the loop's own
+stacked operands and results (a long scan of small slices times a wide matrix would otherwise
+hold every step's product at once).
 
 ``STARLING_SCAN_HOIST=0`` turns the pass off.
 """
@@ -31,6 +35,7 @@ import os
 
 import numpy as np
 
+from ...core.avals import ShapedArray
 from ...core.ir import Equation, Literal, Program, Var, is_effectful, subprogram_params
 from .util import map_subprograms, nbytes, with_eqns
 
@@ -52,7 +57,10 @@ def scan_hoist(prog: Program) -> Program:
     changed = False
     for eqn in prog.eqns:
         new = map_subprograms(eqn, scan_hoist)
-        out = _hoist(new) if new.primitive.name == "scan" else [new]
+        out = [new]
+        if new.primitive.name == "scan":
+            out = _hoist(new)
+            out = out[:-1] + _sink(out[-1])
         changed = changed or new is not eqn or len(out) != 1 or out[0] is not eqn
         eqns.extend(out)
     return with_eqns(prog, eqns) if changed else prog
@@ -97,10 +105,7 @@ def _hoist(eqn: Equation):
     hoisted, invariant, rest, needed = _split_body(body, nc, nk)
     if not needed or not any(e.primitive.name == "dot_general" for e in hoisted):
         return [eqn]
-    extra = sum(_int_bytes(v.aval) for e in hoisted for v in e.outvars) * int(length)
-    own = sum(_int_bytes(v.aval) for v in eqn.invars[nc + nk:]) + \
-        sum(_int_bytes(v.aval) for v in eqn.outvars[nk:])
-    if extra > max(MAX_EXTRA_BYTES, own):
+    if not _fits(eqn, [v for e in hoisted for v in e.outvars]):
         return [eqn]
     consts_v, xs_v = body.invars[:nc], body.invars[nc + nk:]
     keep = {id(e) for e in hoisted} | {id(e) for e in invariant}
@@ -124,6 +129,102 @@ def _hoist(eqn: Equation):
     new_body = Program([], [], list(body.invars) + needed, rest, body.outvars, body.effects)
     params = dict(p, body=new_body)
     return before + [Equation(eqn.primitive, list(eqn.invars) + stacked, eqn.outvars, params)]
+
+
+_SUMMED = ("dot_general", "reduce_sum")
+
+
+def _sinkable(body, nc, nk):
+    """{carry position: (its add equation, the summed equation)} of the carries that only
+    accumulate a product or a sum of values that change from step to step."""
+    uses = {}
+    for v in [v for e in body.eqns for v in e.invars] + list(body.outvars):
+        if isinstance(v, Var):
+            uses[v] = uses.get(v, 0) + 1
+    producer = {v: e for e in body.eqns for v in e.outvars}
+    # values of the constants alone: stacking them would repeat one value every step
+    consts = set(body.invars[:nc])
+    for e in body.eqns:
+        if not is_effectful(e) and all(v in consts for v in e.invars if isinstance(v, Var)):
+            consts.update(e.outvars)
+    found = {}
+    for k in range(nk):
+        ci, co = body.invars[nc + k], body.outvars[k]
+        add = producer.get(co) if isinstance(co, Var) else None
+        if add is None or add.primitive.name != "add" or uses.get(ci) != 1 or \
+                uses.get(co) != 1 or ci not in add.invars:
+            continue
+        t = add.invars[1] if add.invars[0] is ci else add.invars[0]
+        summed = producer.get(t) if isinstance(t, Var) else None
+        if summed is None or summed.primitive.name not in _SUMMED or uses.get(t) != 1 or \
+                t.aval.shape != ci.aval.shape or t.aval.dtype != ci.aval.dtype:
+            continue
+        if summed.primitive.name == "dot_general" and \
+                tuple(map(tuple, summed.params["dimension_numbers"][1])) != ((), ()):
+            continue
+        if any(not isinstance(v, Var) or v in consts for v in summed.invars):
+            continue
+        found[k] = (add, summed)
+    return found
+
+
+def _sink(eqn: Equation):
+    """``[eqn]``, or the scan equation without its accumulating carries followed by the
+    equations summing their products over the steps (see module docstring)."""
+    p = eqn.params
+    body, nc, nk, length = p["body"], p["num_consts"], p["num_carry"], p["length"]
+    if not isinstance(length, (int, np.integer)) or length < 1 or body.constvars:
+        return [eqn]
+    found = _sinkable(body, nc, nk)
+    if not found:
+        return [eqn]
+    xs_v = body.invars[nc + nk:]
+    scanned = set(xs_v)
+    new_ys = []
+    for _, summed in found.values():
+        new_ys += [v for v in summed.invars if v not in scanned and v not in new_ys]
+    if not _fits(eqn, new_ys):
+        return [eqn]
+    drop = {id(e) for pair in found.values() for e in pair}
+    keep = [k for k in range(nk) if k not in found]
+    new_body = Program([], [], body.invars[:nc] + [body.invars[nc + k] for k in keep] + xs_v,
+                       [e for e in body.eqns if id(e) not in drop],
+                       [body.outvars[k] for k in keep] + body.outvars[nk:] + new_ys,
+                       body.effects)
+    consts, init, xs = eqn.invars[:nc], eqn.invars[nc:nc + nk], eqn.invars[nc + nk:]
+    stacked = [Var(ShapedArray((int(length),) + tuple(v.aval.shape), v.aval.dtype,
+                               v.aval.weak_type)) for v in new_ys]
+    scan = Equation(eqn.primitive, consts + [init[k] for k in keep] + xs,
+                    [eqn.outvars[k] for k in keep] + eqn.outvars[nk:] + stacked,
+                    dict(p, body=new_body, num_carry=len(keep)))
+    whole = dict(zip(xs_v, xs))
+    whole.update(zip(new_ys, stacked))
+    after = []
+    for k, (add, summed) in found.items():
+        if summed.primitive.name == "dot_general":
+            (ca, cb), batch = summed.params["dimension_numbers"]
+            params = dict(summed.params, dimension_numbers=(
+                ((0,) + tuple(c + 1 for c in ca), (0,) + tuple(c + 1 for c in cb)), batch))
+        else:
+            params = dict(summed.params, axes=(0,) + tuple(a + 1 for a in summed.params["axes"]))
+        total = Var(summed.outvars[0].aval)
+        after.append(Equation(summed.primitive, [whole[v] for v in summed.invars], [total],
+                              params))
+        ci = body.invars[nc + k]
+        after.append(Equation(add.primitive, [init[k] if v is ci else total for v in add.invars],
+                              [eqn.outvars[k]], add.params))
+    return [scan] + after
+
+
+def _fits(eqn, per_step):
+    """True when the values ``per_step`` (body Vars), stacked over the steps, take at most
+    MAX_EXTRA_BYTES or the loop's own stacked operands and results."""
+    p = eqn.params
+    nc, nk = p["num_consts"], p["num_carry"]
+    extra = sum(_int_bytes(v.aval) for v in per_step) * int(p["length"])
+    own = sum(_int_bytes(v.aval) for v in eqn.invars[nc + nk:]) + \
+        sum(_int_bytes(v.aval) for v in eqn.outvars[nk:])
+    return extra <= max(MAX_EXTRA_BYTES, own)
 
 
 def _int_bytes(aval):
