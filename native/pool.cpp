@@ -149,10 +149,11 @@ Job* pick(State* s, int index) {
 // A helper that joins a job on the CPU its caller runs on moves off it: the two would share
 // one core while another one idles. The scheduler wakes a thread beside its waker, and on the
 // VMs measured here its balancer took ~40 ms to separate them after every pause (after 0.25 s
-// idle, the next ~15 MLP training steps ran at one thread's speed). Excluding the CPU from the
+// idle, the next ~10 MLP training steps ran at one thread's speed). Excluding the CPU from the
 // thread's affinity migrates it at once; the old affinity is restored right away, so the
 // scheduler stays free to place it later (a busy machine included).
 void leave_callers_cpu(const Job* j) {
+#ifdef __linux__
   if (j->caller_cpu < 0 || sched_getcpu() != j->caller_cpu) return;
   cpu_set_t all;
   if (sched_getaffinity(0, sizeof(all), &all) != 0) return;
@@ -160,6 +161,18 @@ void leave_callers_cpu(const Job* j) {
   CPU_CLR(j->caller_cpu, &other);
   if (CPU_COUNT(&other) == 0) return;
   if (sched_setaffinity(0, sizeof(other), &other) == 0) sched_setaffinity(0, sizeof(all), &all);
+#else
+  (void)j;
+#endif
+}
+
+// The CPU the calling thread runs on, or -1 where that cannot be asked.
+int current_cpu() {
+#ifdef __linux__
+  return sched_getcpu();
+#else
+  return -1;
+#endif
 }
 
 void helper_main(State* s, int index) {
@@ -204,8 +217,10 @@ void ensure_helpers(State* s) {
 int available_cpus() {
   static const int n = [] {
     int cpus = 0;
+#ifdef __linux__
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof(set), &set) == 0) cpus = CPU_COUNT(&set);
+#endif
     if (cpus <= 0) cpus = static_cast<int>(std::thread::hardware_concurrency());
     cpus = std::max(cpus, 1);
     const double quota = cgroup_quota();
@@ -254,7 +269,7 @@ void parallel_for(int64_t n, int64_t grain, RangeFn fn, void* ctx) {
   j.grain = grain;
   j.nchunks = nchunks;
   j.max_helpers = static_cast<int>(std::min<int64_t>(share - 1, nchunks - 1));
-  j.caller_cpu = sched_getcpu();
+  j.caller_cpu = current_cpu();
   int wake;
   {
     std::lock_guard<std::mutex> lk(s->m);
