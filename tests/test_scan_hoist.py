@@ -307,3 +307,24 @@ def test_accumulators_read_elsewhere_or_by_constants_stay(monkeypatch):
         assert scan.params["num_carry"] == 2, f.__name__
         for a, p in zip(hoisted, plain):
             np.testing.assert_array_equal(a, p)
+
+
+def test_low_precision_accumulators_stay_in_the_loop(monkeypatch):
+    import ml_dtypes
+    rng = np.random.default_rng(10)
+    for dtype in (np.float16, ml_dtypes.bfloat16):
+        w = rng.standard_normal((3, 3)).astype(dtype)
+        xs = rng.standard_normal((40, 3, 3)).astype(dtype)
+
+        def f(w, xs):
+            def body(carry, x):
+                c, acc = carry
+                c = snp.tanh(c @ w + x)
+                return (c, acc + c.T @ x), None   # rounds to 8 / 11 bits every step
+            return st.scan(body, (snp.zeros((3, 3), dtype), snp.zeros((3, 3), dtype)), xs)[0]
+
+        hoisted, plain, ir = _run_both(f, (w, xs), monkeypatch)
+        (scan,) = _scans(ir)
+        assert scan.params["num_carry"] == 2
+        for a, p in zip(hoisted, plain):
+            np.testing.assert_array_equal(a.astype(np.float32), p.astype(np.float32))

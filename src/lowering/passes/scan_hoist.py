@@ -18,8 +18,9 @@ After the loop: a carry that only accumulates a product, ``acc = acc + dot_gener
 and bias gradients of a transposed scan, leaves the loop: the loop stacks the operands it
 computes (a scanned slice is already stacked) and the sum over the steps becomes one product
 that also contracts the scan axis, added to the carry's initial value after the loop. The sum
-runs in another order (the GEMM's blocks instead of step after step), so results may differ in
-the last bits, as any change of summation order does.
+runs in another order (the GEMM's blocks instead of step after step), so float results may
+differ in the last bits, as any change of summation order does; accumulators of fewer than 32
+bits of float (which round every step to a few bits) stay in the loop.
 
 Both take memory the loop did not need: a body is left alone when its batched values (before) or
 stacked operands (after) would take more than ``MAX_EXTRA_BYTES`` and more than the loop's own
@@ -157,7 +158,8 @@ def _sinkable(body, nc, nk):
         t = add.invars[1] if add.invars[0] is ci else add.invars[0]
         summed = producer.get(t) if isinstance(t, Var) else None
         if summed is None or summed.primitive.name not in _SUMMED or uses.get(t) != 1 or \
-                t.aval.shape != ci.aval.shape or t.aval.dtype != ci.aval.dtype:
+                t.aval.shape != ci.aval.shape or t.aval.dtype != ci.aval.dtype or \
+                not _order_free(ci.aval.dtype):
             continue
         if summed.primitive.name == "dot_general" and \
                 tuple(map(tuple, summed.params["dimension_numbers"][1])) != ((), ()):
@@ -214,6 +216,15 @@ def _sink(eqn: Equation):
         after.append(Equation(add.primitive, [init[k] if v is ci else total for v in add.invars],
                               [eqn.outvars[k]], add.params))
     return [scan] + after
+
+
+def _order_free(dtype) -> bool:
+    """True for accumulators whose sum may run in another order: integers (wrapping sums do not
+    depend on it) and floats of 32 bits and more (the last bits may change). A float16 /
+    bfloat16 / float8 accumulator rounds every step to a few bits: summing once would change
+    its value by far more than rounding, so such carries stay in the loop."""
+    dt = np.dtype(dtype)
+    return dt.kind in "iu" or (dt.kind in "fc" and dt.itemsize >= 4)
 
 
 def _fits(eqn, per_step):
