@@ -1,5 +1,5 @@
 """Scan hoisting (src/lowering/passes/scan_hoist.py): products of scanned slices and loop constants
-run once before the loop (values bit-equal to the loop without hoisting), products a carry only
+run once before the loop (products bit-equal to the loop without hoisting), products a carry only
 accumulates run once after it (the same values up to summation order); NumPy and
 finite-difference references."""
 import numpy as np
@@ -328,3 +328,20 @@ def test_low_precision_accumulators_stay_in_the_loop(monkeypatch):
         assert scan.params["num_carry"] == 2
         for a, p in zip(hoisted, plain):
             np.testing.assert_array_equal(a.astype(np.float32), p.astype(np.float32))
+
+
+def test_memory_rule_with_a_symbolic_dim(monkeypatch):
+    # a symbolic batch dim in xs must not make the loop's own size unbounded: the 4000 steps'
+    # products (2,) @ (2, 50000), 800 MB stacked, stay in the loop as with static shapes
+    from starling.transforms.dynamic_spec import ShapesSpec, ShapeVar
+    w = np.ones((2, 50000), np.float32) * 1e-3
+    xs = np.ones((4000, 3, 2), np.float32)
+
+    def f(w, xs):
+        return st.scan(lambda c, x: (c + snp.max((snp.sum(x, axis=0) @ w) * (c + 1)), None),
+                       snp.float32(0), xs)[0]
+
+    monkeypatch.setenv("STARLING_SCAN_HOIST", "1")
+    for spec in (None, ShapesSpec({"xs": {1: ShapeVar("b", min=1, max=64)}})):
+        ir = st.compile(f, dynamic_shapes=spec).lower(w, xs).ir
+        assert _products(e.primitive.name for e in ir.eqns) == 0

@@ -12,6 +12,9 @@ only when a hoisted equation is a ``dot_general``: hoisting elementwise work alo
 stack intermediates in memory. Each row of the batched product is the product the body
 computed, from the same operands; Starling's native GEMM sums each element in the same order for
 any number of rows, so its results keep their bits (another BLAS may round differently).
+Elementwise functions hoisted with a product (``exp``, ``tanh`` of it) may change in the last
+bit: the cpp kernels' vector loop and scalar tail can round differently, so a value's bits
+depend on its position in the array.
 
 After the loop: a carry that only accumulates a product, ``acc = acc + dot_general(a_t, b_t)``
 (no batch dims) or ``acc = acc + reduce_sum(a_t)`` with nothing else reading ``acc``, the weight
@@ -22,10 +25,11 @@ runs in another order (the GEMM's blocks instead of step after step), so float r
 differ in the last bits, as any change of summation order does; accumulators of fewer than 32
 bits of float (which round every step to a few bits) stay in the loop.
 
-Both take memory the loop did not need: a body is left alone when its batched values (before) or
-stacked operands (after) would take more than ``MAX_EXTRA_BYTES`` and more than the loop's own
-stacked operands and results (a long scan of small slices times a wide matrix would otherwise
-hold every step's product at once).
+Both take memory the loop did not need: together, the batched values (before) and the stacked
+operands (after) may take ``MAX_EXTRA_BYTES``, or as much as the loop's own stacked operands and
+results when those are larger; what would not fit, or has sizes not known when compiling, stays
+in the loop (a long scan of small slices times a wide matrix would otherwise hold every step's
+product at once).
 
 ``STARLING_SCAN_HOIST=0`` turns the pass off.
 """
@@ -60,8 +64,9 @@ def scan_hoist(prog: Program) -> Program:
         new = map_subprograms(eqn, scan_hoist)
         out = [new]
         if new.primitive.name == "scan":
-            out = _hoist(new)
-            out = out[:-1] + _sink(out[-1])
+            budget = _budget(new)
+            out, used = _hoist(new, budget)
+            out = out[:-1] + _sink(out[-1], budget - used)
         changed = changed or new is not eqn or len(out) != 1 or out[0] is not eqn
         eqns.extend(out)
     return with_eqns(prog, eqns) if changed else prog
@@ -94,20 +99,22 @@ def _split_body(body, nc, nk):
     return hoisted, invariant, rest, needed
 
 
-def _hoist(eqn: Equation):
-    """``[eqn]``, or the hoisted equations followed by the new scan equation."""
+def _hoist(eqn: Equation, budget: int):
+    """(``[eqn]``, 0), or (the hoisted equations followed by the new scan equation, the bytes
+    of the batched values)."""
     from ...transforms.control.programs import batch_program
 
     p = eqn.params
     body, nc, nk, length = p["body"], p["num_consts"], p["num_carry"], p["length"]
     if not isinstance(length, (int, np.integer)) or length < 1 or body.constvars or \
             len(body.invars) == nc + nk:
-        return [eqn]
+        return [eqn], 0
     hoisted, invariant, rest, needed = _split_body(body, nc, nk)
     if not needed or not any(e.primitive.name == "dot_general" for e in hoisted):
-        return [eqn]
-    if not _fits(eqn, [v for e in hoisted for v in e.outvars]):
-        return [eqn]
+        return [eqn], 0
+    used = _stacked_bytes([v for e in hoisted for v in e.outvars], length)
+    if used > budget:
+        return [eqn], 0
     consts_v, xs_v = body.invars[:nc], body.invars[nc + nk:]
     keep = {id(e) for e in hoisted} | {id(e) for e in invariant}
     part = Program([], [], consts_v + xs_v, [e for e in body.eqns if id(e) in keep], needed)
@@ -116,9 +123,9 @@ def _hoist(eqn: Equation):
                                 axis_name=None)
     except Exception as e:   # e.g. a primitive without a batching rule: the loop stays as is
         logger.debug("starling.lowering: scan body not hoisted: %s", e)
-        return [eqn]
+        return [eqn], 0
     if batched.constvars or any(isinstance(v, Literal) for v in batched.outvars):
-        return [eqn]
+        return [eqn], 0
     # the batched part's equations run in the enclosing Program, on the scan's own operands
     outer = eqn.invars[:nc] + eqn.invars[nc + nk:]
     sub = dict(zip(batched.invars, outer))
@@ -129,7 +136,8 @@ def _hoist(eqn: Equation):
     stacked = [sub.get(v, v) for v in batched.outvars]
     new_body = Program([], [], list(body.invars) + needed, rest, body.outvars, body.effects)
     params = dict(p, body=new_body)
-    return before + [Equation(eqn.primitive, list(eqn.invars) + stacked, eqn.outvars, params)]
+    return before + [Equation(eqn.primitive, list(eqn.invars) + stacked, eqn.outvars, params)], \
+        used
 
 
 _SUMMED = ("dot_general", "reduce_sum")
@@ -170,7 +178,7 @@ def _sinkable(body, nc, nk):
     return found
 
 
-def _sink(eqn: Equation):
+def _sink(eqn: Equation, budget: int):
     """``[eqn]``, or the scan equation without its accumulating carries followed by the
     equations summing their products over the steps (see module docstring)."""
     p = eqn.params
@@ -185,7 +193,7 @@ def _sink(eqn: Equation):
     new_ys = []
     for _, summed in found.values():
         new_ys += [v for v in summed.invars if v not in scanned and v not in new_ys]
-    if not _fits(eqn, new_ys):
+    if _stacked_bytes(new_ys, length) > budget:
         return [eqn]
     drop = {id(e) for pair in found.values() for e in pair}
     keep = [k for k in range(nk) if k not in found]
@@ -227,18 +235,24 @@ def _order_free(dtype) -> bool:
     return dt.kind in "iu" or (dt.kind in "fc" and dt.itemsize >= 4)
 
 
-def _fits(eqn, per_step):
-    """True when the values ``per_step`` (body Vars), stacked over the steps, take at most
-    MAX_EXTRA_BYTES or the loop's own stacked operands and results."""
+def _budget(eqn) -> int:
+    """Bytes the hoisted values of scan ``eqn`` may take: MAX_EXTRA_BYTES, or as much as the
+    loop's own stacked operands and results when they are larger (sizes not known when
+    compiling count as nothing here)."""
     p = eqn.params
     nc, nk = p["num_consts"], p["num_carry"]
-    extra = sum(_int_bytes(v.aval) for v in per_step) * int(p["length"])
-    own = sum(_int_bytes(v.aval) for v in eqn.invars[nc + nk:]) + \
-        sum(_int_bytes(v.aval) for v in eqn.outvars[nk:])
-    return extra <= max(MAX_EXTRA_BYTES, own)
+    own = 0
+    for v in list(eqn.invars[nc + nk:]) + list(eqn.outvars[nk:]):
+        n = nbytes(v.aval)
+        own += int(n) if isinstance(n, (int, np.integer)) else 0
+    return max(MAX_EXTRA_BYTES, own)
 
 
-def _int_bytes(aval):
-    """Bytes of a value of ``aval``; a huge number when unknown (symbolic dims)."""
-    n = nbytes(aval)
-    return int(n) if isinstance(n, (int, np.integer)) else 1 << 62
+def _stacked_bytes(per_step, length) -> int:
+    """Bytes of the body Vars ``per_step`` stacked over ``length`` steps (sizes not known when
+    compiling count as more than any budget)."""
+    total = 0
+    for v in per_step:
+        n = nbytes(v.aval)
+        total += int(n) * int(length) if isinstance(n, (int, np.integer)) else 1 << 62
+    return total
