@@ -140,10 +140,13 @@ def test_matmul_layouts(dt, mkn, ta, tb):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("mkn", [(64, 16, 8), (130, 97, 300), (70, 24, 9), (65, 7, 17),
-                                 (128, 784, 512)])
+                                 (128, 784, 512), (16, 16, 16), (9, 48, 200), (16, 32, 5),
+                                 (3, 8, 1)])
 def test_transposed_b_gives_the_bits_of_its_contiguous_copy(dt, mkn):
     # a transposed B is packed into the micro-panels a contiguous one gives (8 x 8 blocks
-    # transposed in registers, scalar copies at the edges): the same products in the same order
+    # transposed in registers, scalar copies at the edges): the same products in the same order;
+    # small products with a contiguous B (whole vectors wide) skip the blocking and call the
+    # micro-tiles at once: the bits of the blocked path too
     m, n, k = mkn
     a = _operand((m, k), dt, "plain")
     b = _operand((k, n), dt, "transposed")
