@@ -50,6 +50,8 @@ MAX_EXTRA_BYTES = 64 << 20
 
 
 def enabled() -> bool:
+    """False when the environment sets ``STARLING_SCAN_HOIST`` to "0" (or to nothing): the
+    pass then returns Programs unchanged. Read at each compilation."""
     return os.environ.get("STARLING_SCAN_HOIST", "1") not in ("0", "")
 
 
