@@ -3,7 +3,8 @@
 Common passes (``PASSES``, every backend): inline_custom_calls (staged custom_jvp / custom_vjp
 calls run their function: no derivative is taken after lowering), simplify, constant_folding,
 simplify again (on the folded constants), cse, scan_hoist (passes/scan_hoist.py: a scan body's
-products of scanned slices and constants run once before the loop, batched), dce. A backend then
+products of scanned slices and constants run once before the loop, batched, and the products a
+carry only accumulates once after it), dce. A backend then
 runs its own list on the result; the cpp backend's (``cpp.cpp_passes``), in order:
 
 1. complex_decompose: complex arithmetic -> real / imaginary float computations;
