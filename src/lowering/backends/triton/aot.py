@@ -14,14 +14,27 @@ from __future__ import annotations
 OPTIONS = {"enable_fp_fusion": False}
 
 
-def compile_kernel(kernel, arch=90, config=None):
+def compile_kernel(kernel, arch=90, config=None, values=None):
     """Triton's CompiledKernel of ``kernel`` for ``cuda`` ``sm_<arch>`` with launch
-    configuration ``config`` (autotune.py; default: the kernel's fixed GPU sizes)."""
+    configuration ``config`` (autotune.py; default: the kernel's fixed GPU sizes).
+
+    ``values``: the integer arguments of a launch by name (``n``, strides ``s<i>_<d>``), to
+    compile what Triton's JIT compiles for that launch: it makes integers equal to 1 constants
+    and marks pointers (16-byte aligned buffers) and integers divisible by 16 as such, which
+    decides vectorised loads and asynchronous copies. Without ``values`` nothing is assumed."""
     import triton
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
     _, constants, options = kernel.launch_config(interpret=False, config=config)
-    src = ASTSource(fn=kernel.load(interpret=False), signature=kernel.signature(),
-                    constexprs=constants)
+    signature, attrs = kernel.signature(), {}
+    if values is not None:
+        for i, name in enumerate(list(signature)):
+            v = values.get(name)
+            if v == 1:
+                signature[name], constants[name] = "constexpr", 1
+            elif signature[name].startswith("*") or (v is not None and v % 16 == 0):
+                attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn=kernel.load(interpret=False), signature=signature,
+                    constexprs=constants, attrs=attrs)
     return triton.compiler.compile(src, target=GPUTarget("cuda", arch, 32),
                                    options=dict(OPTIONS, **options))

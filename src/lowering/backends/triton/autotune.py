@@ -31,6 +31,10 @@ REDUCTION = [{"BLOCK": b, "num_warps": w} for b in (256, 1024, 4096) for w in (4
 MATMUL = [
     {"BM": 128, "BN": 128, "BK": 64, "num_warps": 8, "num_stages": 3},
     {"BM": 128, "BN": 256, "BK": 64, "num_warps": 8, "num_stages": 3},
+    {"BM": 128, "BN": 256, "BK": 64, "num_warps": 8, "num_stages": 4},
+    {"BM": 256, "BN": 128, "BK": 64, "num_warps": 8, "num_stages": 3},
+    {"BM": 128, "BN": 128, "BK": 128, "num_warps": 8, "num_stages": 3},   # float8: k32 steps
+    {"BM": 128, "BN": 128, "BK": 64, "num_warps": 4, "num_stages": 4},
     {"BM": 128, "BN": 128, "BK": 32, "num_warps": 4, "num_stages": 4},
     {"BM": 64, "BN": 128, "BK": 64, "num_warps": 4, "num_stages": 4},
     {"BM": 128, "BN": 64, "BK": 64, "num_warps": 4, "num_stages": 4},

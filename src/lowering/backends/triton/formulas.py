@@ -136,7 +136,7 @@ def render_expr(e, args) -> str:
         return f"tl.sqrt_rn({a[0]})" if dt == _F32 else f"tl.sqrt({a[0]})"
     if op == "fabs":
         return f"tl.abs({a[0]})"
-    if op == "pow" and dt.kind == "f" and a[1] == literal(2.0, dt):
+    if op == "pow" and dt.kind == "f" and _is_literal(a[1], 2.0, dt):
         return f"({a[0]} * {a[0]})"   # NumPy squares too: exactly pow(x, 2)
     if op in ("fmod", "pow") and dt.kind in "iu":
         if op == "fmod":
@@ -179,6 +179,14 @@ def render_expr(e, args) -> str:
 
 
 LOWP = _LOWP
+
+
+def _is_literal(x, value, dt):
+    """True when the rendered block ``x`` is the literal ``value`` as ``dt``, or that literal in
+    a low-precision format widened to ``dt`` (how a low-precision operand reaches a float32
+    formula)."""
+    return x == literal(value, dt) or any(
+        x == _cast(literal(value, f), f, dt, True) for f in _LOWP if dt in (_F32, _F64))
 
 
 def render_cast(x, src, dst):

@@ -26,8 +26,9 @@ from .codegen import Kernel, NotFusible, elementwise, load, module, operands, va
 
 # Tile sizes: for the GPU (H100 / H200 class, compiled by aot.py) and for the interpreter, whose
 # cost is per program (tl.dot needs every tile dim >= 16).
-GPU_TILES = {"BM": 128, "BN": 128, "BK": 32, "WIDE": 0}
+GPU_TILES = {"BM": 128, "BN": 128, "BK": 64, "WIDE": 0}
 INTERPRETER_TILES = {"BM": 32, "BN": 32, "BK": 32, "WIDE": 1}
+_GROUP = 8   # rows of tiles per group of programs (render's program order)
 _DOT_DTYPES = {dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64}
 
 
@@ -44,23 +45,33 @@ def _operand_strides(chain, base, rank, dims):
     return [f"s{base}_{perm[d]}" for d in dims]   # view dim d is base dim perm[d]
 
 
-def dot_step(dt, ind, acc="acc"):
+def dot_step(dt, ind, acc="acc", typed=False):
     """Lines (indented by ``ind``) adding ``a @ b`` (tiles of dtype ``dt`` just loaded) to
     ``acc``: float32 products in IEEE precision (no TF32); bfloat16 products on the tensor
     cores, except in the interpreter (``WIDE``), whose bfloat16 arithmetic flushes subnormals:
     there the operands are widened exactly and multiplied in float32 (bfloat16 products are
-    exact in float32: the same sums)."""
+    exact in float32: the same sums). ``typed``: on the GPU the tiles were loaded as bfloat16
+    (``typed_pointers``), else as their bits."""
     if dt != dtypes.bfloat16:
         prec = ', input_precision="ieee"' if dt == np.float32 else ""
         return [f"{ind}{acc} = tl.dot(a, b, {acc}{prec})"]
+    bits = [] if typed else [f"{ind}    a = a.to(tl.bfloat16, bitcast=True)",
+                             f"{ind}    b = b.to(tl.bfloat16, bitcast=True)"]
     return [f"{ind}if WIDE:", f"{ind}    a = st_from_bf16(a)", f"{ind}    b = st_from_bf16(b)",
-            f"{ind}else:", f"{ind}    a = a.to(tl.bfloat16, bitcast=True)",
-            f"{ind}    b = b.to(tl.bfloat16, bitcast=True)",
-            f"{ind}    {acc} = tl.dot(a, b, {acc})",
-            f"{ind}if WIDE:", f'{ind}    {acc} = tl.dot(a, b, {acc}, input_precision="ieee")']
+            f'{ind}    {acc} = tl.dot(a, b, {acc}, input_precision="ieee")',
+            f"{ind}else:"] + bits + [f"{ind}    {acc} = tl.dot(a, b, {acc})"]
 
 
-def widen_step(dt, narrow, ind):
+def typed_pointers(fmt, names, ind):
+    """Lines making the pointers ``names`` (to the bits of a format Triton has: ``fmt``, e.g.
+    "tl.bfloat16") point to ``fmt`` on the GPU: ``tl.dot`` then takes the tiles straight from
+    shared memory (wgmma), where a bitcast after the load would route them through registers
+    and make every step wait for the last one's product."""
+    return [f"{ind}if not WIDE:"] + [
+        f"{ind}    {p} = {p}.to(tl.pointer_type({fmt}), bitcast=True)" for p in names]
+
+
+def widen_step(dt, narrow, ind, typed=False):
     """Lines adding ``a @ b`` to ``acc`` for float32 products (``dt``) of operands loaded from
     the narrower buffer dtypes ``narrow`` (an operand cast in their view chains). Two float8
     operands of one format multiply on the tensor cores (wgmma), whose reduced-precision sums
@@ -68,14 +79,15 @@ def widen_step(dt, narrow, ind):
     as CUTLASS and PyTorch's ``use_fast_accum=False`` do; 0 would make Triton give up the float8
     instructions); elsewhere, and in the interpreter (``WIDE``), the operands are widened
     exactly and multiplied in float32: products of float8 values are exact there, so only the
-    order of the sums differs."""
+    order of the sums differs. ``typed``: on the GPU the float8 tiles were loaded as their format
+    (``typed_pointers``)."""
     wide = [f"{ind}{x} = {F.render_cast(x, t, dt)}" for x, t in zip("ab", narrow) if t != dt]
     ieee = [f'{ind}acc = tl.dot(a, b, acc, input_precision="ieee")']
     fp8 = _FP8.get(narrow[0])
     if fp8 is None or narrow[1] != narrow[0]:
         return wide + ieee
     return ([f"{ind}if WIDE:"] + ["    " + x for x in wide + ieee] + [f"{ind}else:"] +
-            [f"{ind}    {x} = {x}.to({fp8}, bitcast=True)" for x in "ab"] +
+            [f"{ind}    {x} = {x}.to({fp8}, bitcast=True)" for x in "ab" if not typed] +
             [f"{ind}    acc = tl.dot(a, b, acc, max_num_imprecise_acc=BK)"])
 
 
@@ -119,25 +131,44 @@ def render(program, name):
         batch += [f"    b{x} = rest % {shape[x]}", f"    rest = rest // {shape[x]}",
                   f"    oa = oa + b{x} * {sab[x]}", f"    ob = ob + b{x} * {sbb[x]}"]
 
+    # operands whose bits are held as integers but that the tensor cores take as their format
+    fmt = "tl.bfloat16" if narrow == (dt, dt) == (dtypes.bfloat16,) * 2 else \
+        _FP8.get(narrow[0]) if narrow[0] == narrow[1] and narrow[0] != dt else None
+    tm, tn = f"(({m} + BM - 1) // BM)", f"(({n} + BN - 1) // BN)"
     body = [
         "    pid = tl.program_id(0)",
-        f"    tiles = (({m} + BM - 1) // BM) * (({n} + BN - 1) // BN)",
+        f"    tiles = {tm} * {tn}",
         "    pb = (pid // tiles).to(tl.int64)",   # the batch element
         "    pid = pid % tiles",
-        f"    pm = pid // (({n} + BN - 1) // BN)",
-        f"    pn = pid % (({n} + BN - 1) // BN)",
+        # groups of GROUP rows of tiles run together, so that their programs share the tiles of
+        # B they read in the L2 cache (the order Triton's matmul tutorial uses)
+        f"    width = {_GROUP} * {tn}",
+        f"    first = (pid // width) * {_GROUP}",
+        f"    rows = tl.minimum({tm} - first, {_GROUP})",
+        "    pm = first + (pid % width) % rows",
+        "    pn = (pid % width) // rows",
     ] + batch + [
-        "    rm = (pm * BM + tl.arange(0, BM)).to(tl.int64)",
-        "    rn = (pn * BN + tl.arange(0, BN)).to(tl.int64)",
+        # rows / columns past the edge read row / column 0 again (in bounds, never stored), so
+        # that only the contracting dim needs a mask, and none when BK divides it
+        f"    rm = (pm * BM + tl.arange(0, BM)) % {max(m, 1)}",
+        f"    rn = (pn * BN + tl.arange(0, BN)) % {max(n, 1)}",
+        "    rk = tl.arange(0, BK)",
+        "    wk = rk.to(tl.int64)",   # 64-bit offsets: a stride times BK may pass 2**31
+        f"    pa = in{ia} + oa + rm[:, None].to(tl.int64) * {sam} + wk[None, :] * {sak}",
+        f"    pbb = in{ib} + ob + wk[:, None] * {sbk} + rn[None, :].to(tl.int64) * {sbn}",
+    ] + typed_pointers(fmt, ("pa", "pbb"), "    ") * (fmt is not None) + [
         f"    acc = tl.full((BM, BN), 0, {acc_t})",
         f"    for k0 in range(0, {k}, BK):",
-        "        kk = (k0 + tl.arange(0, BK)).to(tl.int64)",
-        f"        a = tl.load(in{ia} + oa + rm[:, None] * {sam} + kk[None, :] * {sak}, "
-        f"mask=(rm[:, None] < {m}) & (kk[None, :] < {k}), other=0)",
-        f"        b = tl.load(in{ib} + ob + kk[:, None] * {sbk} + rn[None, :] * {sbn}, "
-        f"mask=(kk[:, None] < {k}) & (rn[None, :] < {n}), other=0)",
-    ] + (dot_step(dt, "        ") if narrow == (dt, dt) else
-         widen_step(dt, narrow, "        ")) + [
+        f"        if {k} % BK == 0:",
+        "            a = tl.load(pa)",
+        "            b = tl.load(pbb)",
+        "        else:",
+        f"            a = tl.load(pa, mask=rk[None, :] < {k} - k0, other=0.0)",
+        f"            b = tl.load(pbb, mask=rk[:, None] < {k} - k0, other=0.0)",
+        f"        pa += BK * tl.cast({sak}, tl.int64)",
+        f"        pbb += BK * tl.cast({sbk}, tl.int64)",
+    ] + (dot_step(dt, "        ", typed=True) if narrow == (dt, dt) else
+         widen_step(dt, narrow, "        ", typed=fmt is not None)) + [
         "    offs = tl.arange(0, BLOCK)",
     ] + [f"    i{x} = b{x} + offs * 0" for x in range(nb)] + [
         f"    i{nb} = (pm * BM + offs // BN).to(tl.int64)",   # no int32 overflow of i * n
