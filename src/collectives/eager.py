@@ -1,7 +1,7 @@
 """Eager operations on sharded arrays: each runs piece by piece on the devices of its mesh.
 
 When an operand of a primitive is a sharded array, the eval trace hands the call here
-(``EvalTrace.sharded_dispatch``). The one-equation Program ``prim(*operands)`` is partitioned
+(``EvalTrace.register_dispatch``). The one-equation Program ``prim(*operands)`` is partitioned
 exactly as compiled programs are (src/collectives/partition.py: propagation by the primitive's
 strategies, redistribution by the cost model) and the per-device Programs run on their devices
 concurrently; the result is a sharded array. Partitionings are cached per (primitive, params,
@@ -62,4 +62,4 @@ def dispatch(prim, args, params):
     return results if prim.multiple_results else results[0]
 
 
-EvalTrace.sharded_dispatch = staticmethod(dispatch)
+EvalTrace.register_dispatch(ShardedArray, dispatch)

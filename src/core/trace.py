@@ -57,7 +57,16 @@ class EvalTrace(Trace):
 
     array_type = None
     wrap = None
-    sharded_dispatch = None   # installed by src/collectives/eager.py
+    # Array subclasses whose data is not one host buffer -> the function running a primitive
+    # on operands that include them: sharded arrays (src/collectives/eager.py), GPU arrays
+    # (src/arrays/cuda.py)
+    dispatchers: dict = {}
+
+    @classmethod
+    def register_dispatch(cls, array_class, fn):
+        """Operations with an operand of type ``array_class`` (an Array subclass) run as
+        ``fn(prim, args, params)``."""
+        cls.dispatchers[array_class] = fn
 
     def process_primitive(self, prim, args, params):
         if prim.eager is not None:
@@ -67,9 +76,8 @@ class EvalTrace(Trace):
         weak = []
         for a in args:
             if type(a) is not array_type:
-                if isinstance(a, array_type) and EvalTrace.sharded_dispatch is not None:
-                    # a sharded array: the op runs piece by piece on its devices
-                    return EvalTrace.sharded_dispatch(prim, args, params)
+                if isinstance(a, array_type):
+                    return _dispatch(prim, args, params)
                 _reject_eval_input(prim, a)
             bufs.append(a._buf)
             weak.append(a._weak)
@@ -85,6 +93,28 @@ class EvalTrace(Trace):
                 return [wrap(o, out_weak) for o in out]
             return [wrap(o, w) for o, w in zip(out, out_weak)]
         return wrap(out, out_weak)
+
+
+def _dispatch(prim, args, params):
+    """Runs ``prim`` by the dispatcher of its operands' Array subclass; operands of two kinds
+    (a sharded array and a GPU array) live on different devices: an error naming them."""
+    array_type = EvalTrace.array_type
+    found = {}
+    for i, a in enumerate(args):
+        if type(a) is not array_type:
+            if not isinstance(a, array_type):
+                _reject_eval_input(prim, a)
+            fn = next((EvalTrace.dispatchers[c] for c in type(a).__mro__
+                       if c in EvalTrace.dispatchers), None)
+            if fn is None:
+                raise TypeError(f"{prim.name}: no eager dispatch for {type(a).__name__} operands")
+            found.setdefault(fn, i)
+    if len(found) > 1:
+        where = ", ".join(f"operand {i} on {sorted(map(str, args[i].devices()))}"
+                          for i in found.values())
+        raise ValueError(f"{prim.name}: operands on different devices ({where}); move them to "
+                         "one device with starling.device_put first")
+    return next(iter(found))(prim, args, params)
 
 
 def _reject_eval_input(prim, a):
