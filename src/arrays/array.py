@@ -92,6 +92,9 @@ class Array:
         dev = _device.check_device(device, "to_device")
         if dev == self._device:
             return self
+        if dev.platform == "cuda":
+            from .cuda import put
+            return put(self._buf, self._weak, dev)
         out = wrap(self._buf, self._weak)
         out._device = dev
         return out

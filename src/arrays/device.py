@@ -8,6 +8,10 @@ machine: N comes from ``starling.config.update("num_cpu_devices", n)`` or the en
 variable ``STARLING_NUM_CPU_DEVICES``, read once when the devices are first listed (like JAX's
 ``--xla_force_host_platform_device_count``). Work placed on different devices runs concurrently
 (one worker thread per device: src/collectives/runtime/).
+
+GPUs are the devices of platform "cuda" (src/arrays/cuda.py): ``devices("cuda")`` lists them
+(empty without cupy, a driver or a GPU). ``devices()`` without a platform lists the CPU devices,
+on which arrays are made; arrays go to a GPU with ``device_put(x, "cuda")``.
 """
 from __future__ import annotations
 
@@ -158,30 +162,36 @@ def process_index() -> int:
 
 
 def devices(platform: str | None = None) -> list[Device]:
-    """Every device of the job (all processes' after ``starling.distributed.initialize()``),
-    optionally only those of ``platform`` ("cpu").
+    """The CPU devices of the job (all processes' after ``starling.distributed.initialize()``),
+    or this process's GPUs for ``platform`` "cuda" (empty where none is usable).
 
     Raises:
         ValueError: for an unknown platform.
     """
-    _check_platform(platform, "devices")
+    if _check_platform(platform, "devices") == "cuda":
+        from .cuda import cuda_devices
+        return cuda_devices()
     glob = _STATE["global"]
     return list(glob if glob is not None else _local())
 
 
 def local_devices(platform: str | None = None) -> list[Device]:
-    """The devices of this process, optionally only those of ``platform`` ("cpu").
+    """The CPU devices of this process, or its GPUs for ``platform`` "cuda".
 
     Raises:
         ValueError: for an unknown platform.
     """
-    _check_platform(platform, "local_devices")
+    if _check_platform(platform, "local_devices") == "cuda":
+        from .cuda import cuda_devices
+        return cuda_devices()
     return list(_local())
 
 
 def _check_platform(platform, op):
-    if platform is not None and platform != "cpu":
-        raise ValueError(f"{op}: unknown platform {platform!r}; available platforms: ['cpu']")
+    if platform is not None and platform not in ("cpu", "cuda"):
+        raise ValueError(f"{op}: unknown platform {platform!r}; available platforms: "
+                         "['cpu', 'cuda']")
+    return platform
 
 
 def device_count() -> int:
@@ -195,13 +205,20 @@ def local_device_count() -> int:
 
 
 def check_device(device, op="device_put") -> Device:
-    """The Device meant by ``device`` (None -> default, "cpu", or a Device of this process).
+    """The Device meant by ``device`` (None -> default, "cpu", a Device of this process, or a
+    GPU: "cuda", "gpu", "cuda:N").
 
     Raises:
-        TypeError: not a Device or "cpu". ValueError: a Device of another process.
+        TypeError: not a Device or a device name. ValueError: a Device of another process; a
+            GPU where none is usable.
     """
     if device is None:
         return DEFAULT_DEVICE
+    if (isinstance(device, Device) and device.platform == "cuda") or (
+            isinstance(device, str) and (device in ("cuda", "gpu")
+                                         or device.startswith("cuda:"))):
+        from .cuda import device_of
+        return device_of(device, op)
     if isinstance(device, Device):
         local = _local()
         if device not in local:
@@ -209,7 +226,8 @@ def check_device(device, op="device_put") -> Device:
         return device
     if isinstance(device, str) and device == "cpu":
         return DEFAULT_DEVICE
-    raise TypeError(f"{op}: device must be a starling Device or 'cpu', got {device!r}")
+    raise TypeError(f"{op}: device must be a starling Device, 'cpu' or 'cuda[:N]', got "
+                    f"{device!r}")
 
 
 def places_result(fn):
@@ -222,8 +240,8 @@ def places_result(fn):
     def create(*args, device=None, **kwargs):
         dev = check_device(device, fn.__name__)
         out = fn(*args, device=device, **kwargs)
-        if device is None or dev == DEFAULT_DEVICE or not hasattr(out, "to_device") \
-                or hasattr(out, "_shards"):
+        if device is None or not hasattr(out, "to_device") or hasattr(out, "_shards") \
+                or getattr(out, "_device", DEFAULT_DEVICE) == dev:
             return out
         return out.to_device(dev)
     return create

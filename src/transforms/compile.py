@@ -180,7 +180,7 @@ class Compiled:
         static_pos, statics, dyn_args, dyn_kwargs = self._split(args, kwargs)
         leaves, treedef = tree_util.flatten((dyn_args, dyn_kwargs))
         ops = [operand(x, "compile") for x in leaves]
-        backend = self.backend or _backends.default_backend_name()
+        backend = self._backend_for(ops)
         if self._spec is not None:
             # Declared dims enter the key symbolically: one entry serves every size.
             sig, labels = self._dynamic(treedef, static_pos, len(args), (dyn_args, dyn_kwargs),
@@ -189,6 +189,24 @@ class Compiled:
         sig = tuple((tuple(x.shape), x.dtype, x.weak_type, getattr(x, "_sharding", None))
                     for x in ops)
         return (treedef, sig, statics, backend), static_pos, ops, treedef, None
+
+    def _backend_for(self, ops):
+        """The backend's name: the one asked for, else "triton" for arguments on a GPU, else
+        the default.
+
+        Raises:
+            ValueError: arguments on a GPU for a backend that runs on the host.
+        """
+        on_gpu = [x for x in ops if getattr(x, "_device", None) is not None
+                  and x._device.platform == "cuda"]
+        if not on_gpu:
+            return self.backend or _backends.default_backend_name()
+        if self.backend not in (None, "triton"):
+            raise ValueError(f"compile({self._name()}): backend {self.backend!r} runs on the "
+                             f"host, but an argument is on {on_gpu[0]._device}; use "
+                             "backend='triton' (the default for GPU arguments) or move the "
+                             "arguments with starling.device_put(x, 'cpu')")
+        return "triton"
 
     def _build(self, key, args, kwargs, static_pos, ops, treedef, dyn=None):
         # Threads making the first call with one signature at once stage it once.

@@ -121,10 +121,12 @@ def array(object, dtype=None, *, copy=True, ndmin=0, device=None):  # noqa: A002
 @places_result
 def from_dlpack(x, /, *, device=None, copy=None):
     """An Array from a DLPack producer (Array API ``from_dlpack``); the data are copied into a
-    Starling buffer (an Array is returned as is).
+    Starling buffer (an Array is returned as is): host memory into a CPU Array, a CUDA
+    producer's memory (torch, cupy) into an Array on that GPU.
 
     Raises:
-        ValueError: ``copy=False`` for a foreign buffer (Starling owns its buffers).
+        ValueError: ``copy=False`` for a foreign buffer (Starling owns its buffers); a CUDA
+            producer where no GPU is usable.
         TypeError: ``x`` has no ``__dlpack__``.
     """
     check_device(device, "from_dlpack")
@@ -134,6 +136,10 @@ def from_dlpack(x, /, *, device=None, copy=None):
         raise TypeError(f"from_dlpack: {type(x).__name__} does not implement __dlpack__")
     if copy is False:
         raise ValueError("from_dlpack: copy=False, but Starling copies foreign buffers")
+    if hasattr(x, "__dlpack_device__") and x.__dlpack_device__()[0] == 2:   # kDLCUDA
+        from .. import cuda
+        cuda.device_of(f"cuda:{x.__dlpack_device__()[1]}", "from_dlpack")
+        return cuda.from_dlpack(x)   # (places_result moves it to ``device``)
     return from_array_like(np.from_dlpack(x), "from_dlpack")
 
 

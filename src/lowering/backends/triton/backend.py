@@ -7,9 +7,9 @@ views, read in place through the kernels' strides), renders every fused group as
 the kernels and runs every other equation with its NumPy implementation; control flow
 (``while_loop``, ``scan``, ``cond``) runs on the host, its bodies' fused groups as kernels.
 
-Where kernels run: Starling's arrays live in host memory (a "cuda" device with cupy buffers is
-not built yet), so the kernels run under Triton's interpreter over the NumPy buffers themselves
-(buffers.py); that is how CI and machines without a GPU run them. ``aot.py`` compiles the same
+Where kernels run: on arrays in host memory, under Triton's interpreter over the NumPy buffers
+themselves (buffers.py; how CI and machines without a GPU run them); on arrays on a GPU
+(src/arrays/cuda.py), launched there (gpu.py). ``aot.py`` compiles the same
 kernels for a GPU target (sm_90a) without one. The interpreter executes a program of ``BLOCK``
 elements as NumPy operations (~1-8 ms each), so ``BLOCK`` is large there
 (``codegen.INTERPRETER_BLOCK``).
@@ -18,8 +18,6 @@ Kernels compute elementwise groups and their reductions (sum / prod / max / min 
 argmax / argmin over one set of axes), (batched) matrix products with their elementwise
 epilogues (matmul.py), grouped products (``ragged_dot``, grouped.py) and random bits
 (Philox4x32-10, random.py).
-Not yet here (issue: GPU backends): device buffers (and so GPU launches from ``compile``:
-autotune.py tunes launches where the caller has device tensors).
 """
 from __future__ import annotations
 
@@ -40,7 +38,7 @@ from ...passes.fusion import ELEMENTWISE, REDUCE, FusionPolicy, fusion
 from ...passes.util import map_subprograms, with_eqns
 from ...pipeline import run_pipeline
 from .. import register_backend
-from . import codegen, formulas as F, grouped, matmul, random
+from . import codegen, formulas as F, gpu, grouped, matmul, random
 from .codegen import NotFusible
 from .buffers import NumpyBuffer
 
@@ -141,8 +139,12 @@ triton_kernel_p.meta["lowering_only"] = "made by the triton backend in compiled 
 
 
 def _kernel_impl(*bufs, kernel, program, name):
-    consts = [np.asarray(c._buf if hasattr(c, "_buf") else c) for c in program.consts]
-    outs = launch(kernel, consts + [np.asarray(b) for b in bufs])
+    from ....arrays.cuda import to_host
+    consts = [gpu._const(c) for c in program.consts]
+    device = gpu.on_gpu()
+    if device is not None:   # a body of host-driven control flow in a program on a GPU
+        return [to_host(o) for o in gpu.launch_kernel_equation(kernel, consts, bufs, device)]
+    outs = launch(kernel, [to_host(c) for c in consts] + [np.asarray(b) for b in bufs])
     return outs if kernel.finish is None else kernel.finish(outs)
 
 
@@ -202,8 +204,19 @@ class TritonExecutable:
         self.source = "\n\n".join(k.source for k in found) or None
 
     def __call__(self, consts, args, shape_env=None):
+        from ....arrays import cuda
+        if any(isinstance(a, cuda.CudaArray) for a in args):
+            device, bufs = cuda.placement("compile", args)
+            outs = self.run_on_gpu(consts, bufs, device)
+            return [cuda.adopt(o, v.aval.weak_type, device)
+                    for o, v in zip(outs, self.program.outvars)]
         with set_current_trace(EVAL_TRACE):
             return eval_program(self._run, consts, *args)
+
+    def run_on_gpu(self, consts, bufs, device):
+        """The outputs (DeviceBuffers) of the program on ``device`` for operands ``bufs``
+        (DeviceBuffers there); see gpu.py."""
+        return gpu.run(self._run, triton_kernel_p, consts, bufs, device)
 
 
 class TritonBackend:

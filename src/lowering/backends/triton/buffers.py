@@ -96,3 +96,18 @@ class NumpyBuffer:
 
     def set_(self, *args, **kwargs):
         return self
+
+
+class DevicePointer:
+    """A GPU buffer as a pointer argument of a compiled Triton launch: Triton's launcher takes
+    any object with ``data_ptr()`` and a ``dtype`` (named as torch names it), so GPU launches
+    need no torch either. ``dtype`` is the elements' dtype (bfloat16 / float8 pass as their
+    bits, as the kernels read them)."""
+
+    __slots__ = ("ptr", "dtype")
+
+    def __init__(self, ptr, dtype):
+        self.ptr, self.dtype = int(ptr), _DTYPES[np.dtype(dtype)]
+
+    def data_ptr(self):
+        return self.ptr

@@ -1,0 +1,201 @@
+"""Running a TritonExecutable on a GPU: kernels launched on device buffers, the rest on the host.
+
+``run(program, ...)`` evaluates an executable's Program with its operands in GPU memory
+(src/arrays/cuda.py ``DeviceBuffer``): every ``triton_kernel`` equation is launched on the device
+(Triton's JIT compiles each kernel once per launch signature and caches the binaries on disk);
+layout equations (reshape, transpose, squeeze, broadcast, slice, concatenate) run on the device
+buffers with cupy; every other equation runs its NumPy implementation on host copies of its
+operands (logged once per primitive), and its results go back to the GPU when a kernel reads
+them. Control flow (``while_loop``, ``scan``, ``cond``) is such a host equation: a host-driven
+schedule whose bodies' kernels still launch on the GPU (``on_gpu`` tells ``_kernel_impl`` to),
+with their operands copied in and their results copied out.
+
+Launch configurations: the autotuner's winner for the kernel on this GPU when one is cached on
+disk (autotune.py); with ``STARLING_TRITON_AUTOTUNE=1`` an untuned kernel is timed over the
+candidates on its first launch (a few seconds per kernel) and the winner cached; otherwise the
+kernel's fixed GPU sizes.
+"""
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+
+import numpy as np
+
+from ....arrays import cuda
+from . import aot, autotune
+from .buffers import DevicePointer
+
+_ON_GPU = contextvars.ContextVar("starling_triton_gpu", default=None)
+
+
+def on_gpu():
+    """The GPU (a cuda Device) whose program is running in this context, or None."""
+    return _ON_GPU.get()
+
+
+@contextlib.contextmanager
+def running_on(device):
+    token = _ON_GPU.set(device)
+    try:
+        yield
+    finally:
+        _ON_GPU.reset(token)
+
+
+def _device_name(device):
+    import cupy
+    name = cupy.cuda.runtime.getDeviceProperties(device.id)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def _config(kernel, device, run):
+    """The launch configuration of ``kernel`` on ``device`` (see the module docstring)."""
+    configs = kernel.__dict__.setdefault("_gpu_configs", {})
+    if device.id in configs:
+        return configs[device.id]
+    name = _device_name(device)
+    config = autotune.cached(kernel, name)
+    if config is None and os.environ.get("STARLING_TRITON_AUTOTUNE") == "1":
+        import cupy
+
+        def seconds(c):
+            run(c)   # compiles
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            for _ in range(5):
+                run(c)
+            end.record()
+            end.synchronize()
+            return cupy.cuda.get_elapsed_time(start, end) / 5e3
+        config = autotune.choose(kernel, name, seconds)
+    configs[device.id] = config
+    return config
+
+
+def _operand(buf, aval, device):
+    """``buf`` (a DeviceBuffer or host value) as a DeviceBuffer of ``aval``'s dtype on
+    ``device``."""
+    if isinstance(buf, cuda.DeviceBuffer):
+        if buf.dtype == aval.dtype and cuda.device_index(buf) == device.id:
+            return buf
+        buf = cuda.to_host(buf)
+    host = np.asarray(buf)
+    if host.dtype != aval.dtype:
+        host = host.astype(aval.dtype)   # a weakly typed scalar operand
+    return cuda.to_device(host, device)
+
+
+def _strides(data, shape):
+    """Element strides of the cupy array ``data`` for a kernel (0 along broadcast dims)."""
+    item = data.itemsize
+    if shape is None:
+        return [s // item for s in data.strides]
+    off = len(shape) - data.ndim
+    return [0 if n == 1 and shape[off + d] != 1 else s // item
+            for d, (n, s) in enumerate(zip(data.shape, data.strides))]
+
+
+def launch(kernel, bufs, device):
+    """Runs ``kernel`` (codegen.Kernel) on ``device`` over ``bufs`` (its inputs, in order);
+    returns its outputs as new DeviceBuffers (C-contiguous, the loop shape)."""
+    import cupy
+    with cupy.cuda.Device(device.id):
+        ins = [_operand(b, aval, device) for b, aval in zip(bufs, kernel.in_avals)]
+        outs = [cuda.empty(a.shape, a.dtype, device) for a in kernel.out_avals]
+        if kernel.size == 0 and not kernel.kept:
+            return outs
+        args, strides = [], []
+        for b, shape in zip(ins, kernel.stride_shapes):
+            args.append(DevicePointer(b.data.data.ptr, b.dtype))
+            strides += _strides(b.data, shape)
+        ptrs = [DevicePointer(o.data.data.ptr, o.dtype) for o in outs]
+        fn = kernel.load(interpret=False)
+
+        def run(config):
+            grid, constants, options = kernel.launch_config(False, config)
+            fn[(grid,)](*args, *ptrs, kernel.size, *strides, **constants,
+                        **dict(aot.OPTIONS, **options))
+        run(_config(kernel, device, run))
+    return outs
+
+
+def launch_kernel_equation(kernel, consts, bufs, device):
+    """The outputs of a ``triton_kernel`` equation (``consts``: its sub-Program's constants)
+    launched on ``device``; ``Kernel.finish`` (a host step) runs on host copies."""
+    outs = launch(kernel, list(consts) + list(bufs), device)
+    if kernel.finish is None:
+        return outs
+    return [cuda.to_device(o, device) for o in kernel.finish([cuda.to_host(o) for o in outs])]
+
+
+def _bid(x, *, shape, broadcast_dimensions):
+    import cupy
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return cupy.broadcast_to(x.reshape(expanded), shape)
+
+
+def _concatenate(*xs, dimension):
+    import cupy
+    return cupy.concatenate(xs, axis=dimension)
+
+
+# Layout primitives run on the device buffers themselves (views where cupy can make them, read
+# through their strides by the kernels): a host round trip for each transpose of a training step
+# would cost more than its kernels. Elements are moved as they are stored (bits for bfloat16 /
+# float8), so every dtype takes these paths.
+_ON_DEVICE = {
+    "reshape": lambda x, *, new_sizes: x.reshape(new_sizes),
+    "transpose": lambda x, *, permutation: x.transpose(permutation),
+    "squeeze": lambda x, *, dimensions: x.squeeze(axis=tuple(dimensions)),
+    "broadcast_in_dim": _bid,
+    "slice": lambda x, *, start_indices, limit_indices, strides: x[tuple(
+        slice(s, lim, st) for s, lim, st in zip(start_indices, limit_indices,
+                                                strides or (1,) * len(start_indices)))],
+    "concatenate": _concatenate,
+}
+
+
+def _const(c):
+    """The buffer of a Program constant (an Array on either platform, or a host value)."""
+    b = getattr(c, "_buf", c)
+    return b if isinstance(b, cuda.DeviceBuffer) else np.asarray(b)
+
+
+def run(program, kernel_p, consts, bufs, device):
+    """The outputs (DeviceBuffers) of ``program`` (a TritonExecutable's Program) on ``device``
+    for its constants ``consts`` (host buffers) and operands ``bufs`` (DeviceBuffers)."""
+    from ....core.ir import Literal
+    env = {}
+
+    def read(v):
+        return np.asarray(v.val, v.aval.dtype) if isinstance(v, Literal) else env[v]
+
+    for v, c in zip(program.constvars, consts):
+        env[v] = _const(c)
+    for v, b in zip(program.invars, bufs):
+        env[v] = b
+    with running_on(device):
+        for eqn in program.eqns:
+            ins = [read(v) for v in eqn.invars]
+            if eqn.primitive is kernel_p:
+                sub = eqn.params["program"]
+                outs = launch_kernel_equation(eqn.params["kernel"],
+                                              [_const(c) for c in sub.consts], ins, device)
+            elif eqn.primitive.name in _ON_DEVICE and all(
+                    isinstance(x, cuda.DeviceBuffer) for x in ins):
+                outs = [cuda.DeviceBuffer(
+                    _ON_DEVICE[eqn.primitive.name](*[x.data for x in ins], **eqn.params),
+                    eqn.outvars[0].aval.dtype)]
+            else:
+                if any(isinstance(x, cuda.DeviceBuffer) for x in ins):
+                    cuda.host_fallback_logged(eqn.primitive.name)
+                outs = eqn.primitive.impl(*[cuda.to_host(x) for x in ins], **eqn.params)
+                if not eqn.primitive.multiple_results:
+                    outs = [outs]
+            for v, o in zip(eqn.outvars, outs):
+                env[v] = o
+    return [_operand(read(v), v.aval, device) for v in program.outvars]
