@@ -13,7 +13,8 @@ compiled by Triton's JIT and launched on torch's CUDA tensors (which speak the p
 Triton takes); it is checked against torch's result first. Targets (issue: GPU backends): a
 fused elementwise chain at >= 85% of the copy bandwidth; bf16 GEMM 8192^3 >= 90% of
 torch.matmul; GEMM + bias + GELU faster than torch.compile's; the float8 scaled GEMM
-(``lax.scaled_matmul``, e4m3 x e4m3 -> bfloat16, per-tensor scales) beside torch._scaled_mm.
+(``lax.scaled_matmul``, e4m3 x e4m3 -> bfloat16, per-tensor scales) beside torch._scaled_mm;
+and a whole compiled training step on arrays on the GPU (src/arrays/cuda.py) beside torch.
 
 Run: ``python benchmarks/gpu.py [--quick]``. Timings: CUDA events, median of the rounds, the
 contenders interleaved round by round.
@@ -174,7 +175,62 @@ def main():
               f"{t['compile'] / t['starling']:>10.2f}x")
     _gemms(rounds, args.quick)
     _scaled_gemm(rounds, args.quick)
+    _training_step(rounds, args.quick)
     return 0
+
+
+def _training_step(rounds, quick):
+    """A whole program on the GPU: ``compile`` of an MLP's training step (value_and_grad and an
+    SGD update, bfloat16) on arrays put on the GPU, which picks the triton backend; beside the
+    same step in torch eager and with torch.compile (forward compiled, backward by AOTAutograd),
+    ms per step."""
+    import ml_dtypes
+    import torch
+    import starling as st
+    import starling.numpy as snp
+    b, d, h = (4096, 1024, 4096) if quick else (8192, 2048, 8192)
+    rng = np.random.default_rng(0)
+    bf = ml_dtypes.bfloat16
+    host = [(rng.standard_normal((d, h)) / np.sqrt(d)).astype(bf),
+            (rng.standard_normal((h, d)) / np.sqrt(h)).astype(bf),
+            rng.standard_normal((b, d)).astype(bf), rng.standard_normal((b, d)).astype(bf)]
+
+    def loss(w1, w2, x, t):
+        return snp.mean((snp.tanh(x @ w1) @ w2 - t) ** 2)
+
+    @st.compile
+    def step(w1, w2, x, t):
+        value, (g1, g2) = st.value_and_grad(loss, argnums=(0, 1))(w1, w2, x, t)
+        return value, w1 - 0.01 * g1, w2 - 0.01 * g2
+
+    ours = [st.device_put(v, "cuda") for v in host]
+    theirs = [torch.tensor(v.astype(np.float32), device="cuda").to(torch.bfloat16)
+              for v in host]
+
+    def tloss(w1, w2, x, t):
+        return ((torch.tanh(x @ w1) @ w2 - t) ** 2).mean()
+
+    def tstep(lossfn):
+        def run():
+            w1, w2 = (w.detach().requires_grad_() for w in theirs[:2])
+            value = lossfn(w1, w2, *theirs[2:])
+            value.backward()
+            return value.detach(), w1.detach() - 0.01 * w1.grad, w2.detach() - 0.01 * w2.grad
+        return run
+    eager, compiled = tstep(tloss), tstep(torch.compile(tloss))
+    got, want = step(*ours), eager()
+    if not np.allclose(float(got[0]), float(want[0]), rtol=2e-2):
+        raise SystemExit(f"training step: loss {float(got[0])} vs torch {float(want[0])}")
+    for g, w in zip(got[1:], want[1:]):
+        if not np.allclose(np.asarray(g).astype(np.float32), w.float().cpu().numpy(),
+                           rtol=2e-2, atol=2e-2):
+            raise SystemExit("training step: parameters disagree with torch")
+    t = _time({"starling": lambda: step(*ours), "eager": eager, "compile": compiled}, rounds)
+    ms = {k: v * 1e3 for k, v in t.items()}
+    print(f"MLP training step bf16 (batch {b}, {d} -> {h} -> {d}): starling "
+          f"{ms['starling']:.2f} ms, torch eager {ms['eager']:.2f} "
+          f"({t['eager'] / t['starling']:.2f}x), torch.compile {ms['compile']:.2f} "
+          f"({t['compile'] / t['starling']:.2f}x)")
 
 
 def _scaled_gemm(rounds, quick):
