@@ -209,7 +209,9 @@ def test_device_keyword():
                    snp.zeros(2), device=d)):
         assert fn(dev).device == dev and fn("cpu").shape
         with pytest.raises(TypeError, match="device must be"):
-            fn("gpu:7")
+            fn("tpu:0")
+        with pytest.raises(ValueError, match="no cuda device|no device 'gpu:7'"):
+            fn("gpu:7")   # a GPU name, but no such GPU
 
 
 def test_full_overflow_errors():

@@ -184,16 +184,72 @@ def test_ops_without_a_gpu_kernel_run_on_the_host_and_stay_on_the_gpu():
 
 
 @needs_gpu
-def test_mixing_devices_is_an_error_naming_both():
+def test_committed_devices_do_not_mix_and_default_host_arrays_move():
     g = st.device_put(np.ones(3, np.float32), "cuda")
+    other = st.device_put(np.ones(3, np.float32), st.devices()[1])   # a committed CPU device
     with pytest.raises(ValueError, match=r"add: operands on different devices: operand 0 "
                                          r"\(f32\[3\]\) is on CUDADevice\(id=0\), operand 1 "
-                                         r"\(f32\[3\]\) on CpuDevice\(id=0\)"):
-        g + snp.ones(3)
-    np.testing.assert_array_equal(np.asarray(g + snp.asarray(np.float32(2))), [3, 3, 3])
+                                         r"\(f32\[3\]\) on CpuDevice\(id=1\)"):
+        g + other
+    # arrays made without a device (JAX's uncommitted arrays) are copied to the GPU
+    got = g + snp.arange(3.0, dtype=np.float32)
+    assert got.device == GPUS[0]
+    np.testing.assert_array_equal(np.asarray(got), [1, 2, 3])
     np.testing.assert_array_equal(np.asarray(g * 2), [2, 2, 2])
     with pytest.raises(ValueError, match="backend 'cpp' runs on the host"):
         st.compile(lambda v: v + 1, backend="cpp")(g)
+    n = len(st.devices())
+    sharded = st.device_put(snp.ones(n), st.sharding.NamedSharding(
+        st.sharding.make_mesh((n,), ("x",)), st.sharding.P("x")))
+    with pytest.raises(ValueError, match="another is sharded"):
+        st.compile(lambda a, b: a.sum() + b.sum())(g, sharded)
+    with pytest.raises(ValueError, match="no device 'cuda:-1'"):
+        st.device_put(np.ones(2), "cuda:-1")
+    assert st.device_put(np.ones(2), "gpu:0").device == GPUS[0]
+    with pytest.raises(ValueError, match="copy"):
+        np.asarray(g, copy=False)
+
+
+@needs_gpu
+def test_eager_transformations_indexing_and_loops_on_gpu_arrays():
+    x = _data(np.float32, (4, 5), 14)
+    g = st.device_put(x, "cuda")
+
+    def f(v):
+        return snp.sum(snp.tanh(v) ** 2)
+    grad = st.grad(f)(g)
+    assert grad.device == GPUS[0]
+    np.testing.assert_allclose(np.asarray(grad), np.asarray(st.grad(f)(snp.asarray(x))),
+                               rtol=1e-5, atol=1e-7)
+    idx = np.array([3, 0, 0])
+    np.testing.assert_array_equal(np.asarray(g[idx]), x[idx])
+    np.testing.assert_array_equal(np.asarray(g[g > 0]), x[x > 0])
+    np.testing.assert_array_equal(np.asarray(g.at[:, 0].add(10)),
+                                  np.asarray(snp.asarray(x).at[:, 0].add(10)))
+    np.testing.assert_array_equal(np.asarray(snp.unique(g)), np.unique(x))
+    out = lax.fori_loop(0, 3, lambda i, v: v * 2 + i, g)
+    assert out.device == GPUS[0]
+    np.testing.assert_allclose(np.asarray(out), x * 8 + 4, rtol=1e-6)
+
+
+@needs_gpu
+def test_donated_gpu_arguments_are_invalidated():
+    h = st.device_put(np.ones(4, np.float32), "cuda")
+    out = st.compile(lambda v: v * 2, donate_argnums=0)(h)
+    np.testing.assert_array_equal(np.asarray(out), [2, 2, 2, 2])
+    with pytest.raises(RuntimeError, match="donated"):
+        np.asarray(h)
+
+
+@needs_gpu
+def test_gpu_constants_make_a_compiled_function_run_there():
+    c = st.device_put(np.arange(3, dtype=np.float32), "cuda")
+    f = st.compile(lambda v: v + c)
+    out = f(snp.ones(3, dtype=np.float32))
+    assert out.device == GPUS[0]
+    np.testing.assert_array_equal(np.asarray(out), [1, 2, 3])
+    with pytest.raises(ValueError, match="reads an array on CUDADevice"):
+        st.compile(lambda v: v + c, backend="cpp")(snp.ones(3, dtype=np.float32))
 
 
 @needs_gpu

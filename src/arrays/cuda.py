@@ -16,9 +16,11 @@ them as bits too (lowering/backends/triton/formulas.py).
   kernels launch on the device; what Triton does not render runs on the host with explicit
   copies (logged once per primitive). ``compile`` picks the ``triton`` backend for GPU
   arguments.
-* Arrays do not move between devices implicitly: an operation mixing a GPU array with a CPU
-  array (other than a 0-d one, which is copied over like a Python scalar) or with an array on
-  another GPU raises ValueError naming both devices.
+* Arrays committed to a device do not move implicitly: an operation mixing a GPU array with
+  an array on another GPU, on a CPU device other than the default one, or sharded, raises
+  ValueError naming both devices. Arrays on the default CPU device (everything made without a
+  device, as JAX's uncommitted arrays) are copied to the GPU of the operation (logged once per
+  operation); reading a GPU buffer as a NumPy array copies it to the host.
 
 Kernels and copies run on the device's default stream, in order; ``block_until_ready()`` waits
 for them.
@@ -39,6 +41,7 @@ logger = logging.getLogger("starling")
 
 _STATE = {"devices": None, "why": None}
 _LOGGED_HOST = set()
+_LOGGED_MOVES = set()
 # the cupy dtype holding each dtype cupy lacks (as its bits)
 _STORAGE = {np.dtype(ml_dtypes.bfloat16): np.dtype(np.uint16),
             **{np.dtype(t): np.dtype(np.uint8) for t in (
@@ -72,7 +75,7 @@ def unavailable_reason():
 
 
 def device_of(spec, op):
-    """The cuda Device named by ``spec`` ("cuda", "gpu", "cuda:N" or a cuda Device).
+    """The cuda Device named by ``spec`` ("cuda", "gpu", "cuda:N", "gpu:N" or a cuda Device).
 
     Raises:
         ValueError: no GPU is usable, or there is no GPU N.
@@ -84,11 +87,10 @@ def device_of(spec, op):
         if spec not in devs:
             raise ValueError(f"{op}: {spec} is not a GPU of this process; have {devs}")
         return spec
-    idx = 0 if spec in ("cuda", "gpu") else spec.split(":", 1)[1]
-    try:
-        return devs[int(idx)]
-    except (ValueError, IndexError):
-        raise ValueError(f"{op}: no device {spec!r}; have {devs}") from None
+    idx = "0" if spec in ("cuda", "gpu") else spec.split(":", 1)[1]
+    if not idx.isdigit() or int(idx) >= len(devs):
+        raise ValueError(f"{op}: no device {spec!r}; have {devs}")
+    return devs[int(idx)]
 
 
 class DeviceBuffer:
@@ -107,6 +109,13 @@ class DeviceBuffer:
 
     def __repr__(self):
         return f"DeviceBuffer({self.dtype}{list(self.shape)})"
+
+    def __array__(self, dtype=None, copy=None):
+        # host code reading a GPU buffer as NumPy (a host fallback) gets a copy
+        if copy is False:
+            raise ValueError("a GPU buffer cannot be read as a NumPy array without a copy")
+        host = to_host(self)
+        return host if dtype is None else host.astype(dtype)
 
 
 def storage_dtype(dtype):
@@ -130,9 +139,10 @@ def to_device(buf, device) -> DeviceBuffer:
 
 
 def to_host(buf):
-    """A NumPy copy of ``buf`` (a DeviceBuffer; host buffers are returned as they are)."""
+    """A NumPy copy of ``buf`` (a DeviceBuffer; host buffers are returned as NumPy arrays, and
+    a donated buffer raises)."""
     if not isinstance(buf, DeviceBuffer):
-        return buf
+        return np.asarray(buf)
     return buf.data.get().view(buf.dtype)
 
 
@@ -148,6 +158,9 @@ class CudaArray(Array):
     __slots__ = ()
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("np.asarray(copy=False) of an array on a GPU: it can only be read "
+                             "as a host copy")
         host = to_host(self._buf)
         if dtype is not None and np.dtype(dtype) != host.dtype:
             return casting.astype(host, dtype)
@@ -261,17 +274,26 @@ def from_dlpack(x):
 
 def placement(op, args):
     """(the GPU, per operand its DeviceBuffer) for an operation on ``args`` (Arrays, at least
-    one on a GPU): 0-d CPU operands are copied over; any other mix raises.
+    one on a GPU). Arrays on the default CPU device are not committed to it (as JAX's arrays
+    made without a device): they are copied to the GPU (logged once per operation for
+    arrays that are not 0-d, since such copies cost time). Any other mix raises.
 
     Raises:
-        ValueError: operands on different devices, naming them.
+        ValueError: operands on different devices (another GPU, another CPU device, a
+            sharded array), naming them.
     """
+    from .device import DEFAULT_DEVICE
     gpu = next(a._device for a in args if isinstance(a, CudaArray))
     bufs = []
     for i, a in enumerate(args):
         if isinstance(a, CudaArray) and a._device == gpu:
             bufs.append(a._buf)
-        elif type(a) is Array and a.ndim == 0:
+        elif type(a) is Array and a._device == DEFAULT_DEVICE:
+            if a.ndim and op not in _LOGGED_MOVES:
+                _LOGGED_MOVES.add(op)
+                logger.info("starling: %s copied a host array (%s) to %s; put it there once "
+                            "with starling.device_put to avoid the copy", op,
+                            a.aval.str_short(), gpu)
             bufs.append(to_device(a._buf, gpu))
         else:
             first = next(j for j, b in enumerate(args) if isinstance(b, CudaArray))
@@ -279,7 +301,7 @@ def placement(op, args):
                 f"{op}: operands on different devices: operand {first} "
                 f"({args[first].aval.str_short()}) is on {gpu}, operand {i} "
                 f"({a.aval.str_short()}) on {_devices_of(a)}; move one with "
-                f"starling.device_put(x, device) (only 0-d arrays move implicitly)")
+                f"starling.device_put(x, device)")
     return gpu, bufs
 
 
@@ -313,6 +335,8 @@ def dispatch(prim, args, params):
         hash(key)
     except TypeError:
         key = None
+    if key is not None and any(_holds_program(v) for v in params.values()):
+        key = None   # bodies are new Programs on every call: caching them would only grow
     exe = _CACHE.get(key) if key is not None else None
     if exe is None:
         invars = [Var(a) for a in avals]
@@ -330,6 +354,12 @@ def dispatch(prim, args, params):
         weak = [weak] * len(outs)
     results = [adopt(o, w, gpu) for o, w in zip(outs, weak)]
     return results if prim.multiple_results else results[0]
+
+
+def _holds_program(v):
+    from ..core.ir import Program
+    return isinstance(v, Program) or (isinstance(v, (tuple, list))
+                                      and any(_holds_program(x) for x in v))
 
 
 EvalTrace.register_dispatch(CudaArray, dispatch)

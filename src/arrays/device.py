@@ -216,7 +216,7 @@ def check_device(device, op="device_put") -> Device:
         return DEFAULT_DEVICE
     if (isinstance(device, Device) and device.platform == "cuda") or (
             isinstance(device, str) and (device in ("cuda", "gpu")
-                                         or device.startswith("cuda:"))):
+                                         or device.startswith(("cuda:", "gpu:")))):
         from .cuda import device_of
         return device_of(device, op)
     if isinstance(device, Device):

@@ -201,12 +201,34 @@ class Compiled:
                   and x._device.platform == "cuda"]
         if not on_gpu:
             return self.backend or _backends.default_backend_name()
+        sharded = [x for x in ops if hasattr(x, "_shards")]
+        if sharded:
+            raise ValueError(f"compile({self._name()}): an argument is on {on_gpu[0]._device} "
+                             f"and another is sharded over {sorted(map(str, sharded[0].devices()))}"
+                             "; move them to one device with starling.device_put first")
         if self.backend not in (None, "triton"):
             raise ValueError(f"compile({self._name()}): backend {self.backend!r} runs on the "
                              f"host, but an argument is on {on_gpu[0]._device}; use "
                              "backend='triton' (the default for GPU arguments) or move the "
                              "arguments with starling.device_put(x, 'cpu')")
         return "triton"
+
+    def _backend_for_consts(self, prog, backend):
+        """``backend``, or the triton backend when the function captured arrays on a GPU
+        (constants of the staged Program) and no backend was asked for.
+
+        Raises:
+            ValueError: a GPU constant for a backend that runs on the host.
+        """
+        gpu = [c for c in prog.consts if getattr(getattr(c, "_device", None), "platform",
+                                                 None) == "cuda"]
+        if not gpu or backend.name == "triton":
+            return backend
+        if self.backend is not None:
+            raise ValueError(f"compile({self._name()}): backend {self.backend!r} runs on the "
+                             f"host, but the function reads an array on {gpu[0]._device}; use "
+                             "backend='triton' or move it with starling.device_put(x, 'cpu')")
+        return _backends.get_backend("triton")
 
     def _build(self, key, args, kwargs, static_pos, ops, treedef, dyn=None):
         # Threads making the first call with one signature at once stage it once.
@@ -252,6 +274,7 @@ class Compiled:
         else:
             prog = trace_to_program(flat_fun, [x.aval for x in ops])
             prog = run_pipeline(prog, label=name)
+            backend = self._backend_for_consts(prog, backend)
             donated = self._donated_mask(args, static_pos, len(ops))
             exe = self._sharded(prog, args, static_pos, ops, out_tree, backend)
             if exe is not None:
@@ -404,8 +427,9 @@ class Compiled:
         donated = []
         for n in self.donate_argnums:
             arg = args[n]
-            donated += [x for x in ((arg,) if type(arg) is Array else tree_util.leaves(arg))
-                        if type(x) is Array]
+            # plain and GPU Arrays (a sharded array's pieces are not donated)
+            donated += [x for x in ((arg,) if isinstance(arg, Array) else tree_util.leaves(arg))
+                        if isinstance(x, Array) and not hasattr(x, "_shards")]
         ids = {id(x) for x in donated}
         for i, o in enumerate(outs):
             if id(o) in ids:   # the argument object itself came back (numpy_ref: lambda x: x)

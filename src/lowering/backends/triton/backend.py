@@ -205,7 +205,10 @@ class TritonExecutable:
 
     def __call__(self, consts, args, shape_env=None):
         from ....arrays import cuda
-        if any(isinstance(a, cuda.CudaArray) for a in args):
+        if any(isinstance(a, cuda.CudaArray) for a in list(args) + list(consts)):
+            if not any(isinstance(a, cuda.CudaArray) for a in args):   # only constants there
+                gpu = next(c for c in consts if isinstance(c, cuda.CudaArray))._device
+                args = [cuda.put(a._buf, a._weak, gpu) for a in args]
             device, bufs = cuda.placement("compile", args)
             outs = self.run_on_gpu(consts, bufs, device)
             return [cuda.adopt(o, v.aval.weak_type, device)

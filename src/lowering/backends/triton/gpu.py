@@ -10,6 +10,15 @@ them. Control flow (``while_loop``, ``scan``, ``cond``) is such a host equation:
 schedule whose bodies' kernels still launch on the GPU (``on_gpu`` tells ``_kernel_impl`` to),
 with their operands copied in and their results copied out.
 
+Kernels and cupy's copies both run on the device's default stream (Triton's launcher uses
+torch's current stream when torch is imported: leave it the default one).
+
+Products (``fused_matmul`` kernels) may run as CUTLASS DSL GEMMs instead (cutlass/gemm.py):
+with ``STARLING_GPU_GEMM=cutlass`` wherever CUTLASS renders them, and by default where the
+autotuner found CUTLASS faster than every tile of the Triton template (``{"backend":
+"cutlass"}`` among the candidates); a product CUTLASS does not express stays with Triton (logged
+once per reason).
+
 Launch configurations: the autotuner's winner for the kernel on this GPU when one is cached on
 disk (autotune.py); with ``STARLING_TRITON_AUTOTUNE=1`` an untuned kernel is timed over the
 candidates on its first launch (a few seconds per kernel) and the winner cached; otherwise the
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import logging
 import os
 
 import numpy as np
@@ -27,6 +37,7 @@ from ....arrays import cuda
 from . import aot, autotune
 from .buffers import DevicePointer
 
+logger = logging.getLogger("starling")
 _ON_GPU = contextvars.ContextVar("starling_triton_gpu", default=None)
 
 
@@ -50,8 +61,9 @@ def _device_name(device):
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def _config(kernel, device, run):
-    """The launch configuration of ``kernel`` on ``device`` (see the module docstring)."""
+def _config(kernel, device, run, cutlass=False):
+    """The launch configuration of ``kernel`` on ``device`` (see the module docstring);
+    ``cutlass``: the CUTLASS GEMM competes with the Triton template's tiles."""
     configs = kernel.__dict__.setdefault("_gpu_configs", {})
     if device.id in configs:
         return configs[device.id]
@@ -69,7 +81,8 @@ def _config(kernel, device, run):
             end.record()
             end.synchronize()
             return cupy.cuda.get_elapsed_time(start, end) / 5e3
-        config = autotune.choose(kernel, name, seconds)
+        extra = [{"backend": "cutlass"}] if cutlass else []
+        config = autotune.choose(kernel, name, seconds, autotune.candidates(kernel) + extra)
     configs[device.id] = config
     return config
 
@@ -87,6 +100,15 @@ def _operand(buf, aval, device):
     return cuda.to_device(host, device)
 
 
+def _select_device(device):
+    """Makes ``device`` the one Triton launches on: its driver follows torch's current device
+    when torch is imported (not cupy's), so a launch for GPU 1 would go to GPU 0."""
+    from triton.runtime import driver
+    drv = driver.active
+    if drv.get_current_device() != device.id:
+        drv.set_current_device(device.id)
+
+
 def _strides(data, shape):
     """Element strides of the cupy array ``data`` for a kernel (0 along broadcast dims)."""
     item = data.itemsize
@@ -97,9 +119,11 @@ def _strides(data, shape):
             for d, (n, s) in enumerate(zip(data.shape, data.strides))]
 
 
-def launch(kernel, bufs, device):
+def launch(kernel, bufs, device, program=None):
     """Runs ``kernel`` (codegen.Kernel) on ``device`` over ``bufs`` (its inputs, in order);
-    returns its outputs as new DeviceBuffers (C-contiguous, the loop shape)."""
+    returns its outputs as new DeviceBuffers (C-contiguous, the loop shape). ``program``: the
+    ``fused_matmul`` sub-Program of a product's kernel, which the CUTLASS GEMM may run instead
+    (``gemm_backend``)."""
     import cupy
     with cupy.cuda.Device(device.id):
         ins = [_operand(b, aval, device) for b, aval in zip(bufs, kernel.in_avals)]
@@ -112,19 +136,67 @@ def launch(kernel, bufs, device):
             strides += _strides(b.data, shape)
         ptrs = [DevicePointer(o.data.data.ptr, o.dtype) for o in outs]
         fn = kernel.load(interpret=False)
+        _select_device(device)
+        gemm = _cutlass_gemm(kernel, program)
 
         def run(config):
+            if config and config.get("backend") == "cutlass":
+                if not gemm.launch(ins, device, outs):
+                    raise RuntimeError("the operands' layout is not one TMA reads")
+                return
             grid, constants, options = kernel.launch_config(False, config)
             fn[(grid,)](*args, *ptrs, kernel.size, *strides, **constants,
                         **dict(aot.OPTIONS, **options))
-        run(_config(kernel, device, run))
+        config = _config(kernel, device, run, gemm is not None)
+        if gemm is not None and _gemm_backend() == "cutlass":
+            config = {"backend": "cutlass"}
+        try:
+            run(config)
+        except RuntimeError:
+            if not (config and config.get("backend") == "cutlass"):
+                raise
+            run(None)   # CUTLASS could not take these buffers: the Triton template
     return outs
 
 
-def launch_kernel_equation(kernel, consts, bufs, device):
-    """The outputs of a ``triton_kernel`` equation (``consts``: its sub-Program's constants)
-    launched on ``device``; ``Kernel.finish`` (a host step) runs on host copies."""
-    outs = launch(kernel, list(consts) + list(bufs), device)
+def _gemm_backend():
+    """``$STARLING_GPU_GEMM``: "auto" (default: the autotuner's choice, else Triton), "triton"
+    or "cutlass" (CUTLASS wherever it renders the product)."""
+    choice = os.environ.get("STARLING_GPU_GEMM", "auto")
+    if choice not in ("auto", "triton", "cutlass"):
+        raise ValueError(f"STARLING_GPU_GEMM must be 'auto', 'triton' or 'cutlass', got "
+                         f"{choice!r}")
+    return choice
+
+
+_LOGGED_GEMM = set()
+
+
+def _cutlass_gemm(kernel, program):
+    """The CUTLASS GEMM of a product's kernel (rendered once), or None: not a product, Triton
+    chosen, the CUTLASS DSL not installed, or a product / epilogue it does not express (logged
+    once per reason)."""
+    if program is None or kernel.tiles is None or _gemm_backend() == "triton":
+        return None
+    if "_cutlass" not in kernel.__dict__:
+        from ..cutlass import gemm as cutlass_gemm
+        kernel._cutlass = None
+        if cutlass_gemm.available():
+            try:
+                kernel._cutlass = cutlass_gemm.render(program, kernel.name)
+            except cutlass_gemm.NotRendered as e:
+                if str(e) not in _LOGGED_GEMM:
+                    _LOGGED_GEMM.add(str(e))
+                    logger.info("starling: the CUTLASS GEMM does not take %s: the Triton "
+                                "template runs it", e)
+    return kernel._cutlass
+
+
+def launch_kernel_equation(kernel, consts, bufs, device, program=None):
+    """The outputs of a ``triton_kernel`` equation (``consts``: its sub-Program's constants;
+    ``program``: the sub-Program) launched on ``device``; ``Kernel.finish`` (a host step) runs
+    on host copies."""
+    outs = launch(kernel, list(consts) + list(bufs), device, program)
     if kernel.finish is None:
         return outs
     return [cuda.to_device(o, device) for o in kernel.finish([cuda.to_host(o) for o in outs])]
@@ -184,7 +256,8 @@ def run(program, kernel_p, consts, bufs, device):
             if eqn.primitive is kernel_p:
                 sub = eqn.params["program"]
                 outs = launch_kernel_equation(eqn.params["kernel"],
-                                              [_const(c) for c in sub.consts], ins, device)
+                                              [_const(c) for c in sub.consts], ins, device,
+                                              sub)
             elif eqn.primitive.name in _ON_DEVICE and all(
                     isinstance(x, cuda.DeviceBuffer) for x in ins):
                 outs = [cuda.DeviceBuffer(
