@@ -283,13 +283,68 @@ def _gemms(rounds, quick):
     for got, want in ((ours_mm(a, b), a @ b), (ours_epi(a, b, c), tepi(a, b, c))):
         if not torch.allclose(got.float(), want.float(), rtol=3e-2, atol=3e-1):
             raise SystemExit("GEMM: Starling's kernel disagrees with torch")
-    t = _time({"mm": lambda: ours_mm(a, b), "torch_mm": lambda: a @ b,
-               "epi": lambda: ours_epi(a, b, c), "compile": lambda: compiled(a, b, c)}, rounds)
+    fns = {"mm": lambda: ours_mm(a, b), "torch_mm": lambda: a @ b,
+           "epi": lambda: ours_epi(a, b, c), "compile": lambda: compiled(a, b, c)}
+    fns.update(_cutlass_contenders(n, a, b, c, tepi))
+    t = _time(fns, rounds)
     tf = {k: 2 * n ** 3 / v / 1e12 for k, v in t.items()}
     print(f"bf16 GEMM {n}^3: starling {tf['mm']:.0f} TFLOP/s, torch.matmul {tf['torch_mm']:.0f}"
           f" ({t['torch_mm'] / t['mm']:.2f}x; target >= 0.90)")
     print(f"GEMM + bias + GELU {n}^3: starling {tf['epi']:.0f} TFLOP/s, torch.compile "
           f"{tf['compile']:.0f} ({t['compile'] / t['epi']:.2f}x; target > 1)")
+    for key, what in (("cutlass_mm", "bf16 GEMM"), ("cutlass_epi", "GEMM + bias + GELU")):
+        if key in t:
+            print(f"{what} {n}^3 as Starling's CUTLASS DSL kernel: {tf[key]:.0f} TFLOP/s "
+                  f"({t['torch_mm' if key == 'cutlass_mm' else 'compile'] / t[key]:.2f}x of "
+                  f"{'torch.matmul' if key == 'cutlass_mm' else 'torch.compile'})")
+
+
+def _cutlass_contenders(n, a, b, c, tepi):
+    """Starling's CUTLASS DSL GEMMs (plain, and with the bias + GELU epilogue) on the same torch
+    tensors (their bits seen as cupy buffers), checked against torch first; none where the
+    CUTLASS DSL or cupy is missing or the kernel fails (said, and the rest goes on)."""
+    import ml_dtypes
+    import torch
+    try:
+        import cupy
+        import starling.nn.functional as snf
+        import starling.numpy as snp
+        from starling.arrays import cuda
+        from starling.lowering import backends
+        from starling.lowering.backends.cutlass import gemm
+        from starling.lowering.pipeline import run_pipeline
+        from starling.transforms.stage import make_ir
+        bf = ml_dtypes.bfloat16
+        dev = cuda.cuda_devices()[0]
+
+        def buf(t):
+            return cuda.DeviceBuffer(cupy.from_dlpack(t.view(torch.uint16)), bf)
+
+        out = {}
+        z = np.zeros((n, n), bf)
+        for key, fn, args, ref in (
+                ("cutlass_mm", lambda x, y: x @ y, (a, b), lambda: a @ b),
+                ("cutlass_epi", lambda x, y, v: snf.gelu(x @ y + v), (a, b, c),
+                 lambda: tepi(a, b, c))):
+            zs = [z, z] + ([np.zeros(n, bf)] if len(args) == 3 else [])
+            prog = run_pipeline(make_ir(fn)(*[snp.asarray(v) for v in zs]))
+            exe = backends.get_backend("triton").compile(prog)
+            (eqn,) = [e for e in exe.program.eqns if e.primitive.name == "fused_matmul"]
+            g = gemm.render(eqn.params["program"], key)
+            res = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+            ins, outs = [buf(t) for t in args], [buf(res)]
+
+            def run(g=g, ins=ins, outs=outs):
+                if not g.launch(ins, dev, outs):
+                    raise RuntimeError("operands not readable by TMA")
+                return res
+            if not torch.allclose(run().float(), ref().float(), rtol=3e-2, atol=3e-1):
+                raise RuntimeError(f"{key} disagrees with torch")
+            out[key] = run
+        return out
+    except Exception as e:  # noqa: BLE001  (report and go on with the other contenders)
+        print(f"CUTLASS DSL GEMM not measured: {type(e).__name__}: {e}")
+        return {}
 
 
 if __name__ == "__main__":
