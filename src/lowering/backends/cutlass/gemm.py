@@ -38,6 +38,7 @@ import numpy as np
 from ....core.ir import Literal
 from ... import cache
 from ...fused_matmul import is_operand_cast, operand_views, split
+from ..triton.codegen import operands
 from . import formulas as F
 
 TILE = (128, 128)     # BM x BN of a CTA (one warpgroup; wgmma m64n128, two along M)
@@ -271,13 +272,7 @@ def render(program, name):
     for j, eqn in enumerate(epi.eqns):
         if len(eqn.outvars) != 1 or tuple(eqn.outvars[0].aval.shape) != shape:
             raise NotRendered(f"{eqn.primitive.name} (not elementwise over the product)")
-        args, dts = [], []
-        for a in eqn.invars:
-            if isinstance(a, Literal):
-                args.append(F.literal(np.asarray(a.val).item(), a.aval.dtype))
-            else:
-                args.append(env[a][0])
-            dts.append(np.dtype(a.aval.dtype))
+        args, dts = operands(eqn, env, literal=F.literal)
         out_dt = np.dtype(eqn.outvars[0].aval.dtype)
         expr = F.render(eqn.primitive, args, dts, out_dt, eqn.params)
         if expr is None:

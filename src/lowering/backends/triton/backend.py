@@ -40,7 +40,7 @@ from ...pipeline import run_pipeline
 from .. import register_backend
 from . import codegen, formulas as F, gpu, grouped, matmul, random
 from .codegen import NotFusible
-from .buffers import NumpyBuffer
+from .buffers import NumpyBuffer, element_strides
 
 class TritonPolicy(FusionPolicy):
     """Fuses the elementwise equations whose formulas render in Triton for their dtypes and the
@@ -95,16 +95,6 @@ def _require_triton():
 _INTERPRETER_LOCK = threading.Lock()
 
 
-def _strides(a, shape):
-    """Element strides of ``a`` for the kernel: 0 along dims broadcast to ``shape`` (None:
-    ``a``'s own strides)."""
-    if shape is None:
-        return [s // a.itemsize for s in a.strides]
-    off = len(shape) - a.ndim
-    return [0 if n == 1 and shape[off + d] != 1 else s // a.itemsize
-            for d, (n, s) in enumerate(zip(a.shape, a.strides))]
-
-
 def launch(kernel, arrays, interpret=True, config=None):
     """Runs ``kernel`` (codegen.Kernel) on the host ``arrays`` (its inputs, in order); returns
     its outputs (new C-contiguous arrays of the loop shape)."""
@@ -118,7 +108,7 @@ def launch(kernel, arrays, interpret=True, config=None):
         if a.dtype != aval.dtype or any(s % a.itemsize for s in a.strides):
             a = np.ascontiguousarray(a, aval.dtype)
         args.append(NumpyBuffer(a))
-        strides += _strides(a, shape)
+        strides += element_strides(a, shape)
     grid, constants, options = kernel.launch_config(interpret, config)
     fn = kernel.load(interpret)
     # Triton's interpreter patches triton.language for the duration of each launch: launches

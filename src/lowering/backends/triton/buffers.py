@@ -98,6 +98,16 @@ class NumpyBuffer:
         return self
 
 
+def element_strides(a, shape):
+    """Element strides of the array ``a`` (NumPy or cupy) as a kernel reads it: 0 along the
+    dims broadcast to the loop shape ``shape`` (None: ``a``'s own strides)."""
+    if shape is None:
+        return [s // a.itemsize for s in a.strides]
+    off = len(shape) - a.ndim
+    return [0 if n == 1 and shape[off + d] != 1 else s // a.itemsize
+            for d, (n, s) in enumerate(zip(a.shape, a.strides))]
+
+
 class DevicePointer:
     """A GPU buffer as a pointer argument of a compiled Triton launch: Triton's launcher takes
     any object with ``data_ptr()`` and a ``dtype`` (named as torch names it), so GPU launches

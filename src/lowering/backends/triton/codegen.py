@@ -231,12 +231,13 @@ def load(i, v, nd, env, params, lanes=None):
     return f"x{i} = tl.load(in{i} + ({index}), mask=mask)"
 
 
-def operands(eqn, env):
-    """(Triton expressions, dtypes) of ``eqn``'s operands."""
+def operands(eqn, env, literal=F.literal):
+    """(expressions, dtypes) of ``eqn``'s operands: ``env[var][0]``, or ``literal(value,
+    dtype)`` for literals (Triton's by default; the CUTLASS renderer passes its own)."""
     args, dts = [], []
     for a in eqn.invars:
         if isinstance(a, Literal):
-            args.append(F.literal(np.asarray(a.val).item(), a.aval.dtype))
+            args.append(literal(np.asarray(a.val).item(), a.aval.dtype))
         else:
             args.append(env[a][0])
         dts.append(np.dtype(a.aval.dtype))

@@ -35,7 +35,7 @@ import numpy as np
 
 from ....arrays import cuda
 from . import aot, autotune
-from .buffers import DevicePointer
+from .buffers import DevicePointer, element_strides
 
 logger = logging.getLogger("starling")
 _ON_GPU = contextvars.ContextVar("starling_triton_gpu", default=None)
@@ -109,16 +109,6 @@ def _select_device(device):
         drv.set_current_device(device.id)
 
 
-def _strides(data, shape):
-    """Element strides of the cupy array ``data`` for a kernel (0 along broadcast dims)."""
-    item = data.itemsize
-    if shape is None:
-        return [s // item for s in data.strides]
-    off = len(shape) - data.ndim
-    return [0 if n == 1 and shape[off + d] != 1 else s // item
-            for d, (n, s) in enumerate(zip(data.shape, data.strides))]
-
-
 def launch(kernel, bufs, device, program=None):
     """Runs ``kernel`` (codegen.Kernel) on ``device`` over ``bufs`` (its inputs, in order);
     returns its outputs as new DeviceBuffers (C-contiguous, the loop shape). ``program``: the
@@ -133,7 +123,7 @@ def launch(kernel, bufs, device, program=None):
         args, strides = [], []
         for b, shape in zip(ins, kernel.stride_shapes):
             args.append(DevicePointer(b.data.data.ptr, b.dtype))
-            strides += _strides(b.data, shape)
+            strides += element_strides(b.data, shape)
         ptrs = [DevicePointer(o.data.data.ptr, o.dtype) for o in outs]
         fn = kernel.load(interpret=False)
         _select_device(device)
