@@ -268,7 +268,13 @@ def from_dlpack(x):
     import cupy
     dev = cuda_devices()[x.__dlpack_device__()[1]]
     with cupy.cuda.Device(dev.id):
-        data = cupy.from_dlpack(x).copy()
+        try:
+            data = cupy.from_dlpack(x).copy()
+        except (TypeError, ValueError, BufferError) as e:
+            raise TypeError(f"from_dlpack: cupy cannot import this CUDA buffer ({e}); for "
+                            "bfloat16 / float8 pass its bits (torch: x.view(torch.uint16)) "
+                            "and reinterpret them with starling.lax.bitcast_convert_type, or "
+                            "convert it to float32 first") from None
     return adopt(DeviceBuffer(data, data.dtype), False, dev)
 
 
