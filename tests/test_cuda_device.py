@@ -338,3 +338,15 @@ def test_arrays_on_the_gpu_captured_by_a_compiled_function():
     f = st.compile(lambda x: snp.tanh(x @ wg) + wg[0])
     np.testing.assert_allclose(np.asarray(f(st.device_put(x, "cuda"))),
                                np.tanh(x.astype(np.float64) @ w) + w[0], rtol=1e-5, atol=1e-6)
+
+
+@needs_gpu
+def test_grouped_products_on_the_gpu():
+    # ragged_dot's kernel has tiles but no dot_general: it must not be offered to CUTLASS
+    x = _data(np.float32, (12, 8), 15)
+    w = _data(np.float32, (3, 8, 5), 16)
+    sizes = np.array([4, 0, 8], np.int32)
+    f = st.compile(lambda x, w, s: lax.ragged_dot(x, w, s))
+    got = f(*[st.device_put(v, "cuda") for v in (x, w, sizes)])
+    np.testing.assert_allclose(np.asarray(got), np.asarray(f(x, w, sizes)), rtol=1e-5,
+                               atol=1e-5)

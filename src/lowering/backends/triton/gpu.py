@@ -166,7 +166,8 @@ def _cutlass_gemm(kernel, program):
     """The CUTLASS GEMM of a product's kernel (rendered once), or None: not a product, Triton
     chosen, the CUTLASS DSL not installed, or a product / epilogue it does not express (logged
     once per reason)."""
-    if program is None or kernel.tiles is None or _gemm_backend() == "triton":
+    if program is None or kernel.tiles is None or _gemm_backend() == "triton" or not any(
+            e.primitive.name == "dot_general" for e in program.eqns):   # (grouped products)
         return None
     if "_cutlass" not in kernel.__dict__:
         from ..cutlass import gemm as cutlass_gemm
