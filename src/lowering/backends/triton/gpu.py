@@ -131,7 +131,14 @@ def launch(kernel, bufs, device, program=None):
 
         def run(config):
             if config and config.get("backend") == "cutlass":
-                if not gemm.launch(ins, device, outs):
+                try:
+                    done = gemm is not None and gemm.launch(ins, device, outs)
+                except Exception as e:  # noqa: BLE001  (the DSL's compile / launch errors)
+                    _log_once(f"the CUTLASS GEMM {kernel.name} failed ({type(e).__name__}: "
+                              f"{e}): the Triton template runs it")
+                    kernel._cutlass = None
+                    raise RuntimeError("CUTLASS GEMM failed") from e
+                if not done:
                     raise RuntimeError("the operands' layout is not one TMA reads")
                 return
             grid, constants, options = kernel.launch_config(False, config)
@@ -176,11 +183,14 @@ def _cutlass_gemm(kernel, program):
             try:
                 kernel._cutlass = cutlass_gemm.render(program, kernel.name)
             except cutlass_gemm.NotRendered as e:
-                if str(e) not in _LOGGED_GEMM:
-                    _LOGGED_GEMM.add(str(e))
-                    logger.info("starling: the CUTLASS GEMM does not take %s: the Triton "
-                                "template runs it", e)
+                _log_once(f"the CUTLASS GEMM does not take {e}: the Triton template runs it")
     return kernel._cutlass
+
+
+def _log_once(message):
+    if message not in _LOGGED_GEMM:
+        _LOGGED_GEMM.add(message)
+        logger.info("starling: %s", message)
 
 
 def launch_kernel_equation(kernel, consts, bufs, device, program=None):
