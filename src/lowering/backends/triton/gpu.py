@@ -113,7 +113,7 @@ def launch(kernel, bufs, device, program=None):
     """Runs ``kernel`` (codegen.Kernel) on ``device`` over ``bufs`` (its inputs, in order);
     returns its outputs as new DeviceBuffers (C-contiguous, the loop shape). ``program``: the
     ``fused_matmul`` sub-Program of a product's kernel, which the CUTLASS GEMM may run instead
-    (``gemm_backend``)."""
+    (``_gemm_backend``)."""
     import cupy
     with cupy.cuda.Device(device.id):
         ins = [_operand(b, aval, device) for b, aval in zip(bufs, kernel.in_avals)]
