@@ -35,10 +35,11 @@ _MATH = {"exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "
 
 
 class Unsupported(S.Unrenderable):
-    pass
+    """An op or dtype of a formula this renderer does not render."""
 
 
 def supported_dtype(dt) -> bool:
+    """True for the dtypes epilogue values take here: float32, bfloat16, float16, bool."""
     return np.dtype(dt) in DTYPES
 
 

@@ -48,7 +48,8 @@ _OPERANDS = {np.dtype(ml_dtypes.bfloat16): "cutlass.BFloat16",
 
 
 class NotRendered(Exception):
-    pass
+    """A product or epilogue the CUTLASS GEMM does not express (the message says what); the
+    Triton template runs it."""
 
 
 def available() -> bool:

@@ -48,6 +48,8 @@ def on_gpu():
 
 @contextlib.contextmanager
 def running_on(device):
+    """Inside the block, ``on_gpu()`` is ``device``: kernels met by host-run equations (control
+    flow bodies) launch there."""
     token = _ON_GPU.set(device)
     try:
         yield
