@@ -53,6 +53,23 @@ def test_products_compile_to_hopper_wgmma_with_tma(name, fn, xs, ab):
     _check_hopper_ptx(g.compile("sm_90a"), ab)
 
 
+@pytest.mark.parametrize("fa, fb, names", [
+    (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, "e4m3.e4m3"),
+    (ml_dtypes.float8_e5m2, ml_dtypes.float8_e4m3fn, "e5m2.e4m3")])
+def test_float8_scaled_products_run_on_float8_wgmma(fa, fb, names):
+    # scaled_matmul's widening casts are read by the tensor cores; the scales are the epilogue
+    from starling import lax
+    one = np.ones((1, 1), np.float32)
+    # B is the transpose of an (N, K) buffer: K-major, as float8 wgmma reads it
+    prog = _program(lambda a, bt, sa, sb: lax.scaled_matmul(a, bt.T, sa, sb, BF),
+                    np.zeros((256, 256), fa), np.zeros((128, 256), fb), one, one)
+    g = gemm.render(prog, "scaled")
+    assert g.perm_b == (0, 1)
+    ptx = g.compile("sm_90a")
+    assert re.search(rf"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.{names}", ptx)
+    assert "cp.async.bulk.tensor" in ptx
+
+
 def test_epilogue_is_the_formulas_rounded_like_the_cpu():
     # every op of a bfloat16 epilogue rounds to bfloat16, as Starling defines it everywhere;
     # maximum propagates NaN; the bias is read at the element's column
@@ -71,8 +88,9 @@ def test_epilogue_is_the_formulas_rounded_like_the_cpu():
 
 @pytest.mark.parametrize("fn, xs, why", [
     (lambda a, b: a @ b, [np.zeros((64, 32), np.float32), np.zeros((32, 64), np.float32)],
-     "bfloat16 / float16 operands only"),
-    (lambda a, b: a @ b, [np.zeros((64, 32), BF), np.zeros((32, 64), F16)], "operands only"),
+     "bfloat16 / float16 operands"),
+    (lambda a, b: a @ b, [np.zeros((64, 32), BF), np.zeros((32, 64), F16)],
+     "bfloat16 / float16 operands"),
     (lambda a, b: (a @ b).astype(np.int32), [np.zeros((64, 32), BF), np.zeros((32, 64), BF)],
      "convert_element_type"),
 ])

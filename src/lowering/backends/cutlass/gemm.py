@@ -17,8 +17,11 @@ per product, like the Triton backend's, and traced by the DSL when it compiles):
   bounds.
 
 Operands: bfloat16 or float16 (both the same), either major (K-major or M / N-major, as the
-buffers lie: transposes are read through strides), at most one batch dim; rows 16-byte aligned
-(TMA). Products outside that, and epilogues with ops formulas.py does not render, stay with the
+buffers lie: transposes are read through strides); or float8 (e4m3 / e5m2) buffers of a float32
+product (``scaled_matmul``: the widening casts are the tensor cores' own), K-major only, as
+float8 wgmma reads them, summed in the tensor cores' accumulator throughout (the "fast
+accumulation" of torch._scaled_mm(use_fast_accum=True); the Triton template instead adds each
+BK step's sum into float32); at most one batch dim; rows 16-byte aligned (TMA). Products outside that, and epilogues with ops formulas.py does not render, stay with the
 Triton template.
 
 ``CutlassGemm.compile(arch)`` compiles for a GPU architecture without one (fake tensors of the
@@ -45,6 +48,9 @@ TILE = (128, 128)     # BM x BN of a CTA (one warpgroup; wgmma m64n128, two alon
 STAGES = 4            # shared-memory ring: 4 x (128 + 128) x 64 x 2 bytes = 128 KiB
 _OPERANDS = {np.dtype(ml_dtypes.bfloat16): "cutlass.BFloat16",
              np.dtype(np.float16): "cutlass.Float16"}
+# float8 operands of float32 products (scaled_matmul: the casts are read in the tensor cores)
+_FP8 = {np.dtype(ml_dtypes.float8_e4m3fn): "cutlass.Float8E4M3FN",
+        np.dtype(ml_dtypes.float8_e5m2): "cutlass.Float8E5M2"}
 
 
 class NotRendered(Exception):
@@ -66,12 +72,12 @@ class CutlassGemm:
     sizes, the operand permutations (``perm_a``: A's buffer dims in (M, K[, L]) order; B's in
     (N, K[, L]) order), the epilogue inputs' and outputs' avals."""
 
-    def __init__(self, source, name, sizes, perm_a, perm_b, in_avals, out_avals, ab_dtype):
+    def __init__(self, source, name, sizes, perm_a, perm_b, in_avals, out_avals, ab_dtypes):
         self.source, self.name = source, name
         self.batch, self.m, self.n, self.k = sizes
         self.perm_a, self.perm_b = perm_a, perm_b
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
-        self.ab_dtype = ab_dtype
+        self.ab_dtypes = ab_dtypes   # the operands' buffer dtypes (A, B)
         self._compiled = {}
         self._module = None
 
@@ -98,7 +104,6 @@ class CutlassGemm:
         import cutlass.cute as cute
         from cutlass.cute.runtime import make_fake_tensor
         L, m, n = max(self.batch, 1), self.m, self.n
-        ab = getattr(cutlass, _OPERANDS[self.ab_dtype].split(".")[1])
 
         def view(dtype, base_shape, perm):
             # a C-contiguous buffer of base_shape read through perm (+ a trailing batch dim)
@@ -109,8 +114,8 @@ class CutlassGemm:
                 shape, stride = shape + [1], stride + [int(np.prod(base_shape))]
             return make_fake_tensor(dtype, tuple(shape), tuple(stride), assumed_align=16)
 
-        a = view(ab, self._base_a(), self.perm_a)
-        b = view(ab, self._base_b(), self.perm_b)
+        a = view(_cute_dtype(self.ab_dtypes[0]), self._base_a(), self.perm_a)
+        b = view(_cute_dtype(self.ab_dtypes[1]), self._base_b(), self.perm_b)
         xs = [make_fake_tensor(_cute_dtype(v.dtype), (m, n, L), self._bcast_strides(v),
                                assumed_align=4) for v in self.in_avals]
         outs = [make_fake_tensor(_cute_dtype(v.dtype), (m, n, L), (n, 1, m * n),
@@ -161,7 +166,8 @@ class CutlassGemm:
         with cupy.cuda.Device(device.id):
             a = _operand_view(bufs[0].data, self.perm_a)
             b = _operand_view(bufs[1].data, self.perm_b)
-            if not (_tma_ready(a) and _tma_ready(b)):
+            k_major = self.ab_dtypes[0] in _FP8   # float8 wgmma reads both operands K-major
+            if not (_tma_ready(a, k_major) and _tma_ready(b, k_major)):
                 return False
             full = ((self.batch,) if self.batch else ()) + (self.m, self.n)
             xs = []
@@ -172,7 +178,7 @@ class CutlassGemm:
             ovs = [o.data.transpose((1, 2, 0)) if self.batch else o.data[:, :, None]
                    for o in outs]
             tensors = []
-            for arr, dt in [(a, self.ab_dtype), (b, self.ab_dtype)] + \
+            for arr, dt in [(a, self.ab_dtypes[0]), (b, self.ab_dtypes[1])] + \
                     [(x, v.dtype) for x, v in zip(xs, self.in_avals)] + \
                     [(o, v.dtype) for o, v in zip(ovs, self.out_avals)]:
                 t = from_dlpack(arr, assumed_align=16 if arr.data.ptr % 16 == 0 else
@@ -191,7 +197,8 @@ class CutlassGemm:
 
 def _cute_dtype(dt):
     import cutlass
-    return getattr(cutlass, F.DTYPES[np.dtype(dt)].split(".")[1])
+    name = {**F.DTYPES, **_OPERANDS, **_FP8}[np.dtype(dt)]
+    return getattr(cutlass, name.split(".")[1])
 
 
 def _operand_view(data, perm):
@@ -201,12 +208,13 @@ def _operand_view(data, perm):
     return v if len(perm) == 3 else v[:, :, None]
 
 
-def _tma_ready(v):
-    """TMA reads a view whose base is 16-byte aligned, with one unit-stride dim among the first
-    two and the other dims' strides multiples of 16 bytes."""
+def _tma_ready(v, k_major=False):
+    """TMA reads a view (rows, K[, L]) whose base is 16-byte aligned, with one unit-stride dim
+    among the first two (K's, for ``k_major``) and the other dims' strides multiples of 16
+    bytes."""
     item = v.itemsize
     s = [x // item for x in v.strides]
-    if v.data.ptr % 16 or 1 not in s[:2]:
+    if v.data.ptr % 16 or 1 not in (s[1:2] if k_major else s[:2]):
         return False
     return all(x * item % 16 == 0 for i, x in enumerate(s) if x != 1 and v.shape[i] > 1)
 
@@ -216,8 +224,8 @@ def _perm(chain, rank, dims):
     order of the view dims ``dims``."""
     perm = tuple(range(rank))
     for e in chain:
-        if is_operand_cast(e):
-            raise NotRendered("an operand widened in registers (the Triton template's float8 path)")
+        if is_operand_cast(e):   # float8 read by the tensor cores (render checks the formats)
+            continue
         if e.primitive.name != "transpose" or len(e.invars[0].aval.shape) != rank:
             raise NotRendered(f"operand view {e.primitive.name}")
         perm = tuple(perm[p] for p in e.params["permutation"])
@@ -234,11 +242,13 @@ def render(program, name):
             len(a_aval.shape) != 2 + nb or len(b_aval.shape) != 2 + nb:
         raise NotRendered("a product that is not (one-batch-dim) 2-D x 2-D, one contracting dim")
     dt = np.dtype(a_aval.dtype)
-    if dt not in _OPERANDS or np.dtype(b_aval.dtype) != dt or \
-            np.dtype(program.invars[0].aval.dtype) != dt or \
-            np.dtype(program.invars[1].aval.dtype) != dt:
-        raise NotRendered(f"product of {a_aval.dtype} and {b_aval.dtype} (bfloat16 / float16 "
-                          "operands only)")
+    narrow = (np.dtype(program.invars[0].aval.dtype), np.dtype(program.invars[1].aval.dtype))
+    if not ((dt in _OPERANDS and np.dtype(b_aval.dtype) == dt and narrow == (dt, dt)) or
+            (dt == np.float32 and np.dtype(b_aval.dtype) == dt and
+             all(t in _FP8 for t in narrow))):
+        raise NotRendered(f"product of {a_aval.dtype} and {b_aval.dtype} read from "
+                          f"{narrow[0]} / {narrow[1]} buffers (bfloat16 / float16 operands, or "
+                          "float32 products of float8 ones, only)")
     if program.constvars:
         raise NotRendered("constants in the epilogue")
     d = dot.outvars[0]
@@ -287,7 +297,7 @@ def render(program, name):
         stores.append(f"out{j}[(m, n, bz)] = {env[v][0]}")
     src = _module(name, len(ins), len(outs), lines + stores)
     return CutlassGemm(src, name, (batch, m, n, k), perm_a, perm_b, [v.aval for v in ins],
-                       [v.aval for v in outs], dt)
+                       [v.aval for v in outs], narrow)
 
 
 def _to(src, dst):
@@ -322,7 +332,7 @@ class Kernel:
 
     @cute.jit
     def __call__(self, {params}, stream):
-        self.ab_dtype = a.element_type
+        self.a_dtype, self.b_dtype = a.element_type, b.element_type
         a_major = cutlass.tensor_utils.LayoutEnum.from_tensor(a)
         b_major = cutlass.tensor_utils.LayoutEnum.from_tensor(b)
         mma = sm90.make_trivial_tiled_mma(a.element_type, b.element_type,
@@ -364,8 +374,8 @@ class Kernel:
             cpasync.prefetch_descriptor(atom_a)
             cpasync.prefetch_descriptor(atom_b)
         st = cutlass.memory.SmemAllocator().allocate(self.storage)
-        stage_bytes = cute.size_in_bytes(self.ab_dtype, cute.slice_(sa_layout, (None, None, 0))) \\
-            + cute.size_in_bytes(self.ab_dtype, cute.slice_(sb_layout, (None, None, 0)))
+        stage_bytes = cute.size_in_bytes(self.a_dtype, cute.slice_(sa_layout, (None, None, 0))) \\
+            + cute.size_in_bytes(self.b_dtype, cute.slice_(sb_layout, (None, None, 0)))
         pipe = pipeline.PipelineTmaAsync.create(
             barrier_storage=st.bars.data_ptr(), num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
