@@ -424,16 +424,18 @@ class Kernel:
             if kt > 0:
                 pipe.consumer_release(done)
                 done.advance()
+                # refill only the buffer just released: warp 0 must not wait for a buffer that
+                # the warpgroup (which needs warp 0 for its next wgmma) has yet to release
+                if warp == 0 and prod.count < ktiles:
+                    pipe.producer_acquire(prod)
+                    bar = pipe.producer_get_barrier(prod)
+                    cute.copy(atom_a, tag[(None, prod.count)], tas[(None, prod.index)],
+                              tma_bar_ptr=bar)
+                    cute.copy(atom_b, tbg[(None, prod.count)], tbs[(None, prod.index)],
+                              tma_bar_ptr=bar)
+                    pipe.producer_commit(prod)
+                    prod.advance()
             cons.advance()
-            if warp == 0 and prod.count < ktiles:
-                pipe.producer_acquire(prod)
-                bar = pipe.producer_get_barrier(prod)
-                cute.copy(atom_a, tag[(None, prod.count)], tas[(None, prod.index)],
-                          tma_bar_ptr=bar)
-                cute.copy(atom_b, tbg[(None, prod.count)], tbs[(None, prod.index)],
-                          tma_bar_ptr=bar)
-                pipe.producer_commit(prod)
-                prod.advance()
         warpgroup.wait_group(0)
         for i in cutlass.range(cute.size(acc), unroll_full=True):
             m, n = tci[i]
