@@ -203,9 +203,13 @@ def _cute_dtype(dt):
 
 def _operand_view(data, perm):
     """The (rows, K[, L]) view of a cupy buffer read through ``perm``, with a unit batch dim
-    when there is none."""
+    when there is none (its stride one matrix's bytes, not 0: a TMA descriptor's strides are
+    multiples of 16 bytes, and a size-1 dim is never stepped along)."""
     v = data.transpose(perm)
-    return v if len(perm) == 3 else v[:, :, None]
+    if len(perm) == 3:
+        return v
+    from cupy.lib.stride_tricks import as_strided
+    return as_strided(v, v.shape + (1,), v.strides + (max(v.strides) * max(v.shape),))
 
 
 def _tma_ready(v, k_major=False):
