@@ -209,7 +209,8 @@ def _operand_view(data, perm):
     if len(perm) == 3:
         return v
     from cupy.lib.stride_tricks import as_strided
-    return as_strided(v, v.shape + (1,), v.strides + (max(v.strides) * max(v.shape),))
+    span = max(st * n for st, n in zip(v.strides, v.shape))
+    return as_strided(v, v.shape + (1,), v.strides + (-(-span // 16) * 16,))
 
 
 def _tma_ready(v, k_major=False):
