@@ -100,7 +100,6 @@ class CutlassGemm:
         """Compiles for ``arch`` with no GPU: fake tensors shaped like contiguous buffers of this
         product; returns the PTX text."""
         import cuda.bindings.driver as cuda_driver
-        import cutlass
         import cutlass.cute as cute
         from cutlass.cute.runtime import make_fake_tensor
         L, m, n = max(self.batch, 1), self.m, self.n
@@ -185,8 +184,8 @@ class CutlassGemm:
                                 arr.itemsize)
                 t.element_type = _cute_dtype(dt)   # bfloat16 arrives as its uint16 bits
                 tensors.append(t)
-            key = tuple((arr.shape, arr.strides, arr.data.ptr % 16 == 0)
-                        for arr in [a, b] + xs + ovs)
+            key = (cupy.cuda.Device(device.id).compute_capability,) + tuple(
+                (arr.shape, arr.strides, arr.data.ptr % 16 == 0) for arr in [a, b] + xs + ovs)
             fn = self._compiled.get(key)
             if fn is None:
                 fn = self._compiled[key] = cute.compile(self.kernel(), *tensors,
@@ -221,6 +220,8 @@ def _tma_ready(v, k_major=False):
     s = [x // item for x in v.strides]
     if v.data.ptr % 16 or 1 not in (s[1:2] if k_major else s[:2]):
         return False
+    if 1 in v.shape[:2] or any(x == 0 and n > 1 for x, n in zip(s, v.shape)):
+        return False   # the major dim would be ambiguous; a broadcast operand has stride 0
     return all(x * item % 16 == 0 for i, x in enumerate(s) if x != 1 and v.shape[i] > 1)
 
 
@@ -263,6 +264,10 @@ def render(program, name):
     batch = shape[0] if nb else 0
     m, n = shape[nb:]
     k = a_aval.shape[lc[0]]
+    if k == 0 or m == 0 or n == 0:
+        raise NotRendered("an empty product")
+    if batch > 65535:
+        raise NotRendered(f"a batch of {batch} (the grid's z dim takes 65535)")
     chains = operand_views(program)
     a_free = [x for x in range(2 + nb) if x not in tuple(lb) + tuple(lc)][0]
     b_free = [x for x in range(2 + nb) if x not in tuple(rb) + tuple(rc)][0]

@@ -129,7 +129,7 @@ def launch(kernel, bufs, device, program=None):
         ptrs = [DevicePointer(o.data.data.ptr, o.dtype) for o in outs]
         fn = kernel.load(interpret=False)
         _select_device(device)
-        gemm = _cutlass_gemm(kernel, program)
+        gemm = _cutlass_gemm(kernel, program, device)
 
         def run(config):
             if config and config.get("backend") == "cutlass":
@@ -171,12 +171,17 @@ def _gemm_backend():
 _LOGGED_GEMM = set()
 
 
-def _cutlass_gemm(kernel, program):
+def _cutlass_gemm(kernel, program, device):
     """The CUTLASS GEMM of a product's kernel (rendered once), or None: not a product, Triton
-    chosen, the CUTLASS DSL not installed, or a product / epilogue it does not express (logged
-    once per reason)."""
+    chosen, not a Hopper GPU (the kernels use sm_90a's wgmma and TMA), the CUTLASS DSL not
+    installed, or a product / epilogue it does not express (logged once per reason)."""
     if program is None or kernel.tiles is None or _gemm_backend() == "triton" or not any(
             e.primitive.name == "dot_general" for e in program.eqns):   # (grouped products)
+        return None
+    import cupy
+    if cupy.cuda.Device(device.id).compute_capability != "90":
+        _log_once("the CUTLASS GEMMs are written for Hopper (sm_90a) GPUs: the Triton "
+                  "template runs products on this one")
         return None
     if "_cutlass" not in kernel.__dict__:
         from ..cutlass import gemm as cutlass_gemm
