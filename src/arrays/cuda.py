@@ -337,7 +337,7 @@ def dispatch(prim, args, params):
     gpu, bufs = placement(prim.name, args)
     avals = tuple(a.aval for a in args)
     try:
-        key = (prim, tuple(sorted(params.items())), avals)
+        key = (prim, tuple(sorted((k, _param_key(v)) for k, v in params.items())), avals)
         hash(key)
     except TypeError:
         key = None
@@ -360,6 +360,15 @@ def dispatch(prim, args, params):
         weak = [weak] * len(outs)
     results = [adopt(o, w, gpu) for o, w in zip(outs, weak)]
     return results if prim.multiple_results else results[0]
+
+
+def _param_key(v):
+    # floats by their repr: -0.0 == 0.0 (and NaN != NaN) would confuse the cache
+    if isinstance(v, float):
+        return ("float", repr(v))
+    if isinstance(v, tuple):
+        return tuple(_param_key(x) for x in v)
+    return v
 
 
 def _holds_program(v):
