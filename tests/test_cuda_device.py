@@ -350,3 +350,23 @@ def test_grouped_products_on_the_gpu():
     got = f(*[st.device_put(v, "cuda") for v in (x, w, sizes)])
     np.testing.assert_allclose(np.asarray(got), np.asarray(f(x, w, sizes)), rtol=1e-5,
                                atol=1e-5)
+
+
+@needs_gpu
+def test_while_and_cond_keep_their_carry_on_the_gpu(caplog):
+    import logging
+    x = _data(np.float32, (64,), 17)
+
+    def f(x):
+        def body(c):
+            i, v = c
+            return i + 1, lax.cond(i % 2 == 0, lambda u: u * 0.5, lambda u: snp.tanh(u), v)
+        return lax.while_loop(lambda c: c[0] < 7, body, (0, x))[1]
+    fc = st.compile(f)
+    cuda._LOGGED_HOST.difference_update({"while", "switch"})   # logged once per process
+    with caplog.at_level(logging.INFO, logger="starling"):
+        got = fc(st.device_put(x, "cuda"))
+    assert got.device == GPUS[0]
+    assert not any("while has no GPU kernel" in r.message or "switch has no GPU kernel"
+                   in r.message for r in caplog.records)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(fc(x)), rtol=1e-6)

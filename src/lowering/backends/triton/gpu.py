@@ -6,9 +6,10 @@
 layout equations (reshape, transpose, squeeze, broadcast, slice, concatenate) run on the device
 buffers with cupy; every other equation runs its NumPy implementation on host copies of its
 operands (logged once per primitive), and its results go back to the GPU when a kernel reads
-them. Control flow (``while_loop``, ``scan``, ``cond``) is such a host equation: a host-driven
-schedule whose bodies' kernels still launch on the GPU (``on_gpu`` tells ``_kernel_impl`` to),
-with their operands copied in and their results copied out.
+them. ``while_loop`` and ``cond`` / ``switch`` are driven from the host with their operands left
+on the GPU (only the predicate / branch index is read back); ``scan`` is a host equation whose
+bodies' kernels still launch on the GPU (``on_gpu`` tells ``_kernel_impl`` to), with their
+operands copied in and their results copied out.
 
 Kernels and cupy's copies both run on the device's default stream (Triton's launcher uses
 torch's current stream when torch is imported: leave it the default one).
@@ -239,6 +240,34 @@ _ON_DEVICE = {
 }
 
 
+def _call(prog, kernel_p, args, device):
+    return run(prog, kernel_p, prog.consts, args, device)
+
+
+def _switch(params, ins, kernel_p, device):
+    branches = params["branches"]
+    i = int(np.clip(int(np.asarray(cuda.to_host(ins[0]))), 0, len(branches) - 1))
+    return _call(branches[i], kernel_p, ins[1:], device)
+
+
+def _while(params, ins, kernel_p, device):
+    nc, nb, most = params["n_cond"], params["n_body"], params["max_iterations"]
+    cc, bc, carry = ins[:nc], ins[nc:nc + nb], list(ins[nc + nb:])
+    i = 0
+    while most is None or i < most:
+        (pred,) = _call(params["cond"], kernel_p, list(cc) + carry, device)
+        if not bool(cuda.to_host(pred)):   # the one value a host-driven loop reads back
+            break
+        carry = _call(params["body"], kernel_p, list(bc) + carry, device)[:len(carry)]
+        i += 1
+    return carry
+
+
+# Control flow driven from the host with its operands left on the GPU: the branch index and the
+# loop predicate are the only values copied back (scan still runs as a host equation)
+_CONTROL = {"switch": _switch, "while": _while}
+
+
 def _const(c):
     """The buffer of a Program constant (an Array on either platform, or a host value)."""
     b = getattr(c, "_buf", c)
@@ -266,6 +295,8 @@ def run(program, kernel_p, consts, bufs, device):
                 outs = launch_kernel_equation(eqn.params["kernel"],
                                               [_const(c) for c in sub.consts], ins, device,
                                               sub)
+            elif eqn.primitive.name in _CONTROL:
+                outs = _CONTROL[eqn.primitive.name](eqn.params, ins, kernel_p, device)
             elif eqn.primitive.name in _ON_DEVICE and all(
                     isinstance(x, cuda.DeviceBuffer) for x in ins):
                 outs = [cuda.DeviceBuffer(
