@@ -353,7 +353,7 @@ def test_grouped_products_on_the_gpu():
 
 
 @needs_gpu
-def test_while_and_cond_keep_their_carry_on_the_gpu(caplog):
+def test_while_scan_and_cond_keep_their_carry_on_the_gpu(caplog):
     import logging
     x = _data(np.float32, (64,), 17)
 
@@ -361,12 +361,16 @@ def test_while_and_cond_keep_their_carry_on_the_gpu(caplog):
         def body(c):
             i, v = c
             return i + 1, lax.cond(i % 2 == 0, lambda u: u * 0.5, lambda u: snp.tanh(u), v)
-        return lax.while_loop(lambda c: c[0] < 7, body, (0, x))[1]
+        v = lax.while_loop(lambda c: c[0] < 7, body, (0, x))[1]
+        c, ys = lax.scan(lambda c, u: (c + u * u, c * 2), snp.zeros((), x.dtype), v,
+                         reverse=True)
+        return ys, c
     fc = st.compile(f)
-    cuda._LOGGED_HOST.difference_update({"while", "switch"})   # logged once per process
+    cuda._LOGGED_HOST.difference_update({"while", "switch", "scan"})   # logged once per process
     with caplog.at_level(logging.INFO, logger="starling"):
         got = fc(st.device_put(x, "cuda"))
-    assert got.device == GPUS[0]
-    assert not any("while has no GPU kernel" in r.message or "switch has no GPU kernel"
-                   in r.message for r in caplog.records)
-    np.testing.assert_allclose(np.asarray(got), np.asarray(fc(x)), rtol=1e-6)
+    assert all(g.device == GPUS[0] for g in got)
+    assert not any(f"{name} has no GPU kernel" in r.message for r in caplog.records
+                   for name in ("while", "switch", "scan"))
+    for g, w in zip(got, fc(x)):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), rtol=1e-6)

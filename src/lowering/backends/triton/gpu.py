@@ -6,10 +6,10 @@
 layout equations (reshape, transpose, squeeze, broadcast, slice, concatenate) run on the device
 buffers with cupy; every other equation runs its NumPy implementation on host copies of its
 operands (logged once per primitive), and its results go back to the GPU when a kernel reads
-them. ``while_loop`` and ``cond`` / ``switch`` are driven from the host with their operands left
-on the GPU (only the predicate / branch index is read back); ``scan`` is a host equation whose
-bodies' kernels still launch on the GPU (``on_gpu`` tells ``_kernel_impl`` to), with their
-operands copied in and their results copied out.
+them. ``while_loop``, ``scan`` and ``cond`` / ``switch`` are driven from the host with their
+operands left on the GPU (only a loop's predicate or a switch's index is read back); control
+flow inside a host equation still launches its bodies' kernels on the GPU (``on_gpu`` tells
+``_kernel_impl`` to), with their operands copied in and their results copied out.
 
 Kernels and cupy's copies both run on the device's default stream (Triton's launcher uses
 torch's current stream when torch is imported: leave it the default one).
@@ -244,13 +244,14 @@ def _call(prog, kernel_p, args, device):
     return run(prog, kernel_p, prog.consts, args, device)
 
 
-def _switch(params, ins, kernel_p, device):
-    branches = params["branches"]
+def _switch(eqn, ins, kernel_p, device):
+    branches = eqn.params["branches"]
     i = int(np.clip(int(np.asarray(cuda.to_host(ins[0]))), 0, len(branches) - 1))
     return _call(branches[i], kernel_p, ins[1:], device)
 
 
-def _while(params, ins, kernel_p, device):
+def _while(eqn, ins, kernel_p, device):
+    params = eqn.params
     nc, nb, most = params["n_cond"], params["n_body"], params["max_iterations"]
     cc, bc, carry = ins[:nc], ins[nc:nc + nb], list(ins[nc + nb:])
     i = 0
@@ -263,9 +264,34 @@ def _while(params, ins, kernel_p, device):
     return carry
 
 
-# Control flow driven from the host with its operands left on the GPU: the branch index and the
-# loop predicate are the only values copied back (scan still runs as a host equation)
-_CONTROL = {"switch": _switch, "while": _while}
+def _scan(eqn, ins, kernel_p, device):
+    import cupy
+    p = eqn.params
+    nc, nk, body = p["num_consts"], p["num_carry"], p["body"]
+    consts, carry = list(ins[:nc]), list(ins[nc:nc + nk])
+    xs = [_operand(x, v.aval, device) for x, v in zip(ins[nc + nk:], eqn.invars[nc + nk:])]
+    steps = []
+    for i in (range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])):
+        outs = _call(body, kernel_p, consts + carry + [cuda.DeviceBuffer(x.data[i], x.dtype)
+                                                       for x in xs], device)
+        carry, ys = outs[:nk], outs[nk:]
+        steps.append(ys)
+    if p["reverse"]:
+        steps.reverse()
+    stacked = []
+    for k, v in enumerate(body.outvars[nk:]):
+        if steps:
+            with cupy.cuda.Device(device.id):
+                stacked.append(cuda.DeviceBuffer(cupy.stack([s[k].data for s in steps]),
+                                                 v.aval.dtype))
+        else:
+            stacked.append(cuda.empty((0,) + tuple(v.aval.shape), v.aval.dtype, device))
+    return carry + stacked
+
+
+# Control flow driven from the host with its operands left on the GPU: a loop's predicate and a
+# switch's index are the only values copied back
+_CONTROL = {"switch": _switch, "while": _while, "scan": _scan}
 
 
 def _const(c):
@@ -296,7 +322,7 @@ def run(program, kernel_p, consts, bufs, device):
                                               [_const(c) for c in sub.consts], ins, device,
                                               sub)
             elif eqn.primitive.name in _CONTROL:
-                outs = _CONTROL[eqn.primitive.name](eqn.params, ins, kernel_p, device)
+                outs = _CONTROL[eqn.primitive.name](eqn, ins, kernel_p, device)
             elif eqn.primitive.name in _ON_DEVICE and all(
                     isinstance(x, cuda.DeviceBuffer) for x in ins):
                 outs = [cuda.DeviceBuffer(
