@@ -56,6 +56,7 @@ from ...passes.epilogue import epilogue_fusion
 from ...passes.buffer_reuse import buffer_reuse
 from ...passes.complex_decompose import complex_decompose
 from ...passes.dce import dce
+from ...passes.remat import remat
 from ...passes.fusion import (ARG_REDUCE_PRIMITIVES, ELEMENTWISE, REDUCE, REDUCE_PRIMITIVES, SINGLE,
                              VIEW, VIEW_PRIMITIVES, FusionPolicy, fusion)
 from ...pipeline import run_pipeline
@@ -185,6 +186,7 @@ def cpp_passes(policy, donated=None):
     return [("complex_decompose", complex_decompose),
             ("fusion", lambda p: fusion(p, policy)),
             ("epilogue", lambda p: epilogue_fusion(p, gemm.validator(policy))),
+            ("remat", lambda p: remat(p, policy.kind, policy.validate, gemm.validator(policy))),
             ("dce", dce),
             ("buffer_reuse", lambda p: buffer_reuse(p, donated))]
 
