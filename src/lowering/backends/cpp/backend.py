@@ -10,7 +10,8 @@
 3. builds the *schedule*: a Python function generated for the Program that calls, in order,
    each kernel (through the C launcher in runtime.py), or the primitive's NumPy
    implementation for what is not fused: shape ops (NumPy views), sorting, linear algebra...
-   (``gather`` / ``scatter`` are kernels of their own: indexing.py; argmax / argmin are
+   (``gather`` / ``scatter`` / ``concatenate`` are kernels of their own: indexing.py,
+   concatenate.py; argmax / argmin are
    reductions of the fused kernels). Float products are ``fused_matmul`` kernels on Starling's
    native strided GEMM (gemm.py); the others run through ``dot_general``'s implementation
    (the same native GEMM when the layout allows, else ``np.matmul``). The control-flow
@@ -63,7 +64,7 @@ from ...pipeline import run_pipeline
 from ...runtime import native as _runtime
 from . import codegen as CG
 from . import formulas as F
-from . import gemm, indexing
+from . import gemm
 from . import dynamic, runtime
 from .. import register_backend
 from ..numpy_ref import NumpyRefExecutable
@@ -142,8 +143,9 @@ class CppPolicy(FusionPolicy):
             return REDUCE
         if name == "complex_pack":
             return ELEMENTWISE if F.supported_dtype(eqn.invars[0].aval.dtype) else None
-        if name in indexing.PRIMITIVES:
-            return SINGLE if indexing.supported(eqn) else None
+        single = CG.single_kernel_module(name)
+        if single is not None:
+            return SINGLE if single.supported(eqn) else None
         if eqn.primitive.scalar_formula is None or eqn.primitive.multiple_results or \
                 len(eqn.outvars) != 1:
             return None

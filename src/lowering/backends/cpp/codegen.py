@@ -34,6 +34,8 @@ them. Static kernels are generated exactly as without dynamic shapes.
 """
 from __future__ import annotations
 
+import importlib
+
 import math
 import os
 
@@ -211,13 +213,23 @@ class Kernel:
         self.size_exprs = ()
 
 
+# Primitives run as kernels of their own (fusion kind SINGLE) -> the module rendering them
+# (each has ``supported(eqn)`` and ``render(sub, fname, row_block)``).
+_SINGLE = {"gather": "indexing", "scatter": "indexing", "concatenate": "concatenate"}
+
+
+def single_kernel_module(name):
+    """The module rendering primitive ``name`` as a kernel of its own, or None."""
+    mod = _SINGLE.get(name)
+    return None if mod is None else importlib.import_module(f".{mod}", __package__)
+
+
 def render_kernel(sub, fname, row_block=None) -> Kernel:
     """Renders the fused sub-Program ``sub`` as the C++ function ``fname``; raises NotFusible.
     With ``row_block`` (gemm.RowBlock) it is a GEMM epilogue over one block of rows.
-    A lone gather / scatter is rendered by indexing.py."""
-    if len(sub.eqns) == 1 and sub.eqns[0].primitive.name in ("gather", "scatter"):
-        from . import indexing
-        return indexing.render(sub, fname, row_block)
+    A lone gather / scatter / concatenate is rendered by its own module (``_SINGLE``)."""
+    if len(sub.eqns) == 1 and sub.eqns[0].primitive.name in _SINGLE:
+        return single_kernel_module(sub.eqns[0].primitive.name).render(sub, fname, row_block)
     b = _KernelBuilder(sub, fname)
     b.row_block = row_block
     return b.build()
