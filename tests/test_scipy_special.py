@@ -303,6 +303,10 @@ def test_missing_derivatives_raise():
         starling.grad(ss.zeta)(A(2.0), A(2.0))
     with pytest.raises(NotImplementedError, match="betainc_grad_a: .* to a"):
         starling.grad(starling.grad(ss.betainc))(A(2.0), A(2.0), A(0.5))
+    with pytest.raises(NotImplementedError,
+                       match=r"betainc_grad_b: the derivative with respect to b is not "
+                             r"implemented; differentiate with respect to the other operands"):
+        starling.grad(starling.grad(ss.betainc, argnums=1), argnums=1)(A(2.0), A(2.0), A(0.5))
     with pytest.raises(NotImplementedError, match="igamma_grad_aa: .* to a"):
         starling.grad(starling.grad(starling.grad(ss.gammainc)))(A(2.0), A(2.0))
     with pytest.raises(NotImplementedError, match="random_gamma_grad"):

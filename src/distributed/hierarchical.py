@@ -34,6 +34,14 @@ order, each with its members in group order):
   tagged ``(source rank * group size + destination rank) mod 32768`` (both sides post them in
   the same order, so pairs that share a tag still match); pairs within the process are copies.
 * broadcast: Bcast from the root device's process.
+
+Each collective is called by ``MPIComm._route`` (src/distributed/mpi_comm.py) on every device of
+a "hier" group as ``name(mc, ctx, lay, x, axes, *params)``: ``mc`` the MPIComm, ``ctx`` the
+device's SpmdContext, ``lay`` its group's GroupLayout, ``x`` its input (a NumPy array), ``axes``
+the group's mesh axes (a tuple of names). It returns the device's result, a private NumPy
+array. Errors: CollectiveMismatch (this process's members called different collectives,
+params, dtypes or shapes), CollectiveTimeout (naming who did not arrive) and RankFailure (a dead
+peer process).
 """
 from __future__ import annotations
 
@@ -150,6 +158,10 @@ def _collective(mc, ctx, lay, axes, name, x, work, uneven=None, **params):
 # ---- the collectives ----------------------------------------------------------------------------
 
 def all_reduce(mc, ctx, lay, x, axes, op):
+    """The reduction by ``op`` ("sum", "avg", "max", "min" or "prod") of every member's ``x``
+    (all of one shape and dtype): an array of ``x``'s shape and dtype, combined in
+    ``accumulation_dtype`` (low-precision floats in float32, rounded once; averages of integers
+    in 64 bits). Raises TypeError for "max" / "min" of complex values (MPI orders none)."""
     def work(group, slots, x):
         comm = group.comm
         acc, mop = mpi_reduction(op, x.dtype, "all_reduce")
@@ -167,6 +179,9 @@ def all_reduce(mc, ctx, lay, x, axes, op):
 
 
 def all_gather(mc, ctx, lay, x, axes, axis, tiled):
+    """The members' ``x`` in group-rank order: concatenated along ``axis`` when ``tiled`` (the
+    pieces may differ in length there: ``(..., sum_r L_r, ...)``), else stacked on a new axis
+    ``axis`` of size ``lay.size``; ``x``'s dtype."""
     def work(group, slots, x):
         comm = group.comm
         fronts = [_contig(np.moveaxis(s, axis, 0) if tiled else s[None]) for s in slots]
@@ -217,6 +232,11 @@ def _bounds(length, n, r, tiled):
 
 
 def reduce_scatter(mc, ctx, lay, x, axes, op, dim, tiled):
+    """This member's part of the reduction by ``op`` of every member's ``x``: with ``tiled``,
+    chunk ``rank`` of dim ``dim`` (``chunk_bounds``: torch.chunk's split, so chunks may be
+    uneven or empty); else ``x.shape[dim]`` must be the group size and the result is index
+    ``rank`` of the reduced ``dim`` (that dim removed). ``x``'s dtype; TypeError as
+    ``all_reduce``."""
     def work(group, slots, x):
         comm = group.comm
         n = lay.size
@@ -248,6 +268,10 @@ def reduce_scatter(mc, ctx, lay, x, axes, op, dim, tiled):
 
 
 def all_to_all(mc, ctx, lay, x, axes, split_axis, concat_axis, tiled):
+    """Member ``r`` receives chunk ``r`` along ``split_axis`` of every member's ``x`` (MPI's
+    Alltoall), in group-rank order: concatenated along ``concat_axis`` when ``tiled`` (chunks
+    by ``chunk_bounds``, possibly uneven), else the split axis (of size ``lay.size``) is
+    indexed away and the pieces are stacked on a new axis ``concat_axis``; ``x``'s dtype."""
     def work(group, slots, x):
         comm = group.comm
         n, nd, me = lay.size, x.ndim, lay.me
@@ -321,6 +345,9 @@ def all_to_all(mc, ctx, lay, x, axes, split_axis, concat_axis, tiled):
 
 
 def ppermute(mc, ctx, lay, x, axes, perm):
+    """The ``x`` of the member that ``perm`` (pairs ``(source rank, destination rank)`` of the
+    group, each rank at most once per side) sends to this one, or zeros of ``x``'s shape and
+    dtype when none does. Pairs within this process are copies, the others MPI messages."""
     def work(group, slots, x):
         comm = group.comm
         n = lay.size
@@ -348,6 +375,8 @@ def ppermute(mc, ctx, lay, x, axes, perm):
 
 
 def broadcast(mc, ctx, lay, x, axes, root):
+    """A private copy of the ``x`` of group rank ``root`` (the other members' ``x`` give only
+    the shape and dtype of the buffer received)."""
     def work(group, slots, x):
         comm = group.comm
         k = lay.proc_of[root]

@@ -66,6 +66,8 @@ def experts_forward(params, x, expert, matmul=lax.ragged_dot):
 
 
 def logits_fn(params, x):
+    """Logits ``(batch, 10)`` of images ``x`` ``(batch, 64)``: each image's expert output
+    (``experts_forward``) scaled by its router probability (top-1 routing)."""
     expert, gate, _ = route(params, x)
     return experts_forward(params, x, expert) * gate[:, None]
 

@@ -131,7 +131,11 @@ class _PoolNd(Module):
 
 
 class MaxPool1d(_PoolNd):
-    """Max pooling over the last dim (see ``nn.functional.max_pool1d``)."""
+    """Max pooling over the last dim (see ``nn.functional.max_pool1d``).
+
+    ``return_indices=True`` (PyTorch's argmax indices, for ``MaxUnpool1d``) is not supported:
+    NotImplementedError at construction; only the pooled values are returned.
+    """
 
     _nd, _kind = 1, "max"
 
@@ -139,7 +143,8 @@ class MaxPool1d(_PoolNd):
                  ceil_mode=False):
         super().__init__(kernel_size, stride, padding, dilation, ceil_mode)
         if return_indices:
-            raise NotImplementedError("MaxPool1d: return_indices=True is not supported")
+            raise NotImplementedError("MaxPool1d: return_indices=True is not supported; only "
+                                      "return_indices=False (the pooled values)")
 
     def forward(self, x):
         return F.max_pool1d(x, self.kernel_size, self.stride, self.padding, self.dilation,
@@ -147,7 +152,11 @@ class MaxPool1d(_PoolNd):
 
 
 class MaxPool2d(_PoolNd):
-    """Max pooling over the last two dims ``(*, H, W)`` (see ``nn.functional.max_pool2d``)."""
+    """Max pooling over the last two dims ``(*, H, W)`` (see ``nn.functional.max_pool2d``).
+
+    ``return_indices=True`` (PyTorch's argmax indices, for ``MaxUnpool2d``) is not supported:
+    NotImplementedError at construction; only the pooled values are returned.
+    """
 
     _nd, _kind = 2, "max"
 
@@ -155,7 +164,8 @@ class MaxPool2d(_PoolNd):
                  ceil_mode=False):
         super().__init__(kernel_size, stride, padding, dilation, ceil_mode)
         if return_indices:
-            raise NotImplementedError("MaxPool2d: return_indices=True is not supported")
+            raise NotImplementedError("MaxPool2d: return_indices=True is not supported; only "
+                                      "return_indices=False (the pooled values)")
 
     def forward(self, x):
         return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation,

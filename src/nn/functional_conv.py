@@ -157,7 +157,8 @@ def _pad_last(x, nd, pads, extra, value):
 
 def _max_pool(op, nd, x, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     if return_indices:
-        raise NotImplementedError(f"{op}: return_indices=True is not supported")
+        raise NotImplementedError(f"{op}: return_indices=True is not supported; only "
+                                  "return_indices=False (the pooled values)")
     x, ks, strides, pads, dils, outs, extra, _ = _pool_setup(op, nd, x, kernel_size, stride,
                                                             padding, dilation, ceil_mode)
     low = -np.inf if snp.isdtype(x.dtype, "real floating") else snp.iinfo(x.dtype).min
@@ -193,7 +194,13 @@ def _avg_pool(op, nd, x, kernel_size, stride, padding, ceil_mode, count_include_
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: A002
                ceil_mode=False, return_indices=False):
     """Max over sliding windows of the last dim: ``(*, L) -> (*, L_out)``; padding is -inf.
-    Ties share the gradient equally (PyTorch gives it to one element)."""
+    Ties share the gradient equally (PyTorch gives it to one element).
+
+    Raises:
+        ValueError: bad sizes.
+        NotImplementedError: ``return_indices=True`` (PyTorch's argmax indices are not
+            computed; only the pooled values are returned).
+    """
     return _max_pool("max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)
 
@@ -205,7 +212,9 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1,  # noqa: 
     ``ceil_mode`` rounds the output size up (PyTorch's rule). Ties share the gradient.
 
     Raises:
-        ValueError: bad sizes. NotImplementedError: ``return_indices``.
+        ValueError: bad sizes.
+        NotImplementedError: ``return_indices=True`` (PyTorch's argmax indices are not
+            computed; only the pooled values are returned).
     """
     return _max_pool("max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode,
                      return_indices)

@@ -251,9 +251,15 @@ class Module(metaclass=_ModuleMeta):
 
     def register_buffer(self, name: str, tensor, persistent: bool = True):
         """Adds an array that is state but not a parameter (no gradient, not optimised), e.g.
-        running statistics. ``tensor`` None records the name with no value (as PyTorch)."""
+        running statistics. ``tensor`` None records the name with no value (as PyTorch).
+
+        Buffers are always persistent (part of ``state_dict``): ``persistent=False`` raises
+        NotImplementedError.
+        """
         if not persistent:
-            raise NotImplementedError("register_buffer: non-persistent buffers are not supported")
+            raise NotImplementedError(
+                f"register_buffer: persistent=False (buffer {name!r}) is not supported; buffers "
+                "are always persistent (in state_dict): use persistent=True")
         if self.__dict__.get("_sealed"):
             _check_mutable(self, f"register buffer {name!r}", tensor)
         if name not in self._buffer_names:
@@ -482,7 +488,10 @@ class Module(metaclass=_ModuleMeta):
 
     # ---- calling and printing ----------------------------------------------------------------
     def forward(self, *args, **kwargs):
-        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+        """The module's computation; subclasses must override it (the base raises
+        NotImplementedError naming the class)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define forward(); subclasses "
+                                  "of nn.Module must override it")
 
     def __call__(self, *args, **kwargs):
         return self.forward(*args, **kwargs)

@@ -38,8 +38,34 @@ def _symmetric(op, M, fn):  # noqa: N803
     return wrap(out.astype(dtypes.DEFAULT_FLOAT), False)
 
 
-_WINDOW_DOC = """{title} window of ``M`` points (NumPy ``{name}``): ``{formula}`` for
-    ``t = n / (M - 1)``, ``n = 1 - M, 3 - M, ..., M - 1``{source}.
+def bartlett(M):  # noqa: N803
+    """Bartlett (triangular) window of ``M`` points (NumPy ``bartlett``): ``1 - |t|`` for
+    ``t = n / (M - 1)``, ``n = 1 - M, 3 - M, ..., M - 1`` (Bartlett 1950)."""
+    return _symmetric("bartlett", M, lambda t: 1.0 - np.abs(t))
+
+
+def blackman(M):  # noqa: N803
+    """Blackman window of ``M`` points (NumPy ``blackman``):
+    ``0.42 + 0.5 cos(pi t) + 0.08 cos(2 pi t)`` for ``t = n / (M - 1)``,
+    ``n = 1 - M, 3 - M, ..., M - 1`` (Blackman & Tukey 1958)."""
+    return _symmetric("blackman", M, lambda t: 0.42 + 0.5 * np.cos(math.pi * t)
+                      + 0.08 * np.cos(2.0 * math.pi * t))
+
+
+def hamming(M):  # noqa: N803
+    """Hamming window of ``M`` points (NumPy ``hamming``): ``0.54 + 0.46 cos(pi t)`` for
+    ``t = n / (M - 1)``, ``n = 1 - M, 3 - M, ..., M - 1`` (Blackman & Tukey 1958)."""
+    return _symmetric("hamming", M, lambda t: 0.54 + 0.46 * np.cos(math.pi * t))
+
+
+def hanning(M):  # noqa: N803
+    """Hann window of ``M`` points (NumPy ``hanning``): ``0.5 + 0.5 cos(pi t)`` for
+    ``t = n / (M - 1)``, ``n = 1 - M, 3 - M, ..., M - 1`` (Blackman & Tukey 1958)."""
+    return _symmetric("hanning", M, lambda t: 0.5 + 0.5 * np.cos(math.pi * t))
+
+
+# The sections the four windows share, after each one's summary.
+_WINDOW_SECTIONS = """
 
     Args:
         M: static int: the number of points; ``M < 1`` gives an empty array.
@@ -49,34 +75,9 @@ _WINDOW_DOC = """{title} window of ``M`` points (NumPy ``{name}``): ``{formula}`
     Raises:
         TypeError: non-integer ``M``.
     """
-
-
-def bartlett(M):  # noqa: N803
-    return _symmetric("bartlett", M, lambda t: 1.0 - np.abs(t))
-
-
-def blackman(M):  # noqa: N803
-    return _symmetric("blackman", M, lambda t: 0.42 + 0.5 * np.cos(math.pi * t)
-                      + 0.08 * np.cos(2.0 * math.pi * t))
-
-
-def hamming(M):  # noqa: N803
-    return _symmetric("hamming", M, lambda t: 0.54 + 0.46 * np.cos(math.pi * t))
-
-
-def hanning(M):  # noqa: N803
-    return _symmetric("hanning", M, lambda t: 0.5 + 0.5 * np.cos(math.pi * t))
-
-
-for _fn, _title, _formula, _source in (
-        (bartlett, "Bartlett (triangular)", "1 - |t|", " (Bartlett 1950)"),
-        (blackman, "Blackman", "0.42 + 0.5 cos(pi t) + 0.08 cos(2 pi t)",
-         " (Blackman & Tukey 1958)"),
-        (hamming, "Hamming", "0.54 + 0.46 cos(pi t)", " (Blackman & Tukey 1958)"),
-        (hanning, "Hann", "0.5 + 0.5 cos(pi t)", " (Blackman & Tukey 1958)")):
-    _fn.__doc__ = _WINDOW_DOC.format(title=_title, name=_fn.__name__, formula=_formula,
-                                     source=_source)
-del _fn, _title, _formula, _source
+for _fn in (bartlett, blackman, hamming, hanning):
+    _fn.__doc__ = (_fn.__doc__ or "") + _WINDOW_SECTIONS
+del _fn
 
 
 def kaiser(M, beta):  # noqa: N803

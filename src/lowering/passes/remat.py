@@ -56,6 +56,8 @@ _KERNELS = (fused_kernel_p, fused_matmul_p)
 
 
 def enabled() -> bool:
+    """False when the environment sets ``STARLING_REMAT`` to "0": ``remat`` then returns
+    Programs unchanged. Read at each compilation."""
     return os.environ.get("STARLING_REMAT", "1") != "0"
 
 

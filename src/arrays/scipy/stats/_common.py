@@ -3,6 +3,7 @@ location-scale change of variable, SciPy's NaN for invalid parameters, and safe 
 branches a ``where`` discards (so neither values nor gradients pick up NaN from them)."""
 from __future__ import annotations
 
+import inspect
 import math
 
 from ... import numpy as snp
@@ -66,16 +67,20 @@ _ARGS = {
 }
 
 
-def document(summary, args, *, notes=""):
-    """Decorator setting a Google-style docstring on an elementwise distribution function.
+def document(args, *, notes=""):
+    """Decorator completing the docstring of an elementwise distribution function.
+
+    The function's own docstring is a summary paragraph, optionally followed by notes (the
+    method, its source, the derivatives); the Google-style Args / Returns / Raises sections
+    shared by the distributions are put after the summary.
 
     Args:
-        summary: the first paragraph (str).
         args: the parameter names in order (str); their descriptions come from ``_ARGS``.
-        notes: a last paragraph: the method, its source, the derivatives (str).
+        notes: a last paragraph shared by several functions (str), after their own notes.
     """
     def deco(f):
-        text = fill(summary) + "\n\nArgs:\n"
+        summary, _, own = inspect.cleandoc(f.__doc__ or "").partition("\n\n")
+        text = _paragraph(summary) + "\n\nArgs:\n"
         for name in args:
             text += entry(f"{name}: ", "array or Python scalar of a shape broadcasting with the "
                                        f"others to ``(*shape)``; {_ARGS[name]}")
@@ -84,11 +89,17 @@ def document(summary, args, *, notes=""):
         text += "Raises:\n" + entry("TypeError: ", "complex operands (the message names the "
                                                     "function).")
         text += entry("ValueError: ", "shapes that do not broadcast.")
-        if notes:
-            text += "\n" + fill(notes) + "\n"
+        for para in own.split("\n\n") + [notes]:
+            if para:
+                text += "\n" + _paragraph(para) + "\n"
         f.__doc__ = text
         return f
     return deco
+
+
+def _paragraph(text):
+    """One docstring paragraph, its source line breaks undone, filled to 96 columns."""
+    return fill(text.replace("\n", " "))
 
 
 def log_of(p, complement):

@@ -18,13 +18,15 @@ def _prepare(op, x, a, b, loc, scale):
     return y, a, b, scale, (a <= 0) | (b <= 0) | (scale <= 0)
 
 
-@document("Log of the beta density ``y**(a-1) (1-y)**(b-1) / (B(a, b) scale)``, "
-          "``y = (x - loc) / scale``; ``-inf`` outside ``[0, 1]``.", _ARGS,
-          notes="Method: ``xlogy(a-1, y) + xlog1py(b-1, -y) - betaln(a, b) - log(scale)`` (at "
-                "the end points: ``+inf`` for a shape parameter below 1, finite for 1, "
-                "``-inf`` above, as SciPy). Differentiable in every argument inside the "
-                "support.")
+@document(_ARGS)
 def logpdf(x, a, b, loc=0.0, scale=1.0):
+    """Log of the beta density ``y**(a-1) (1-y)**(b-1) / (B(a, b) scale)``,
+    ``y = (x - loc) / scale``; ``-inf`` outside ``[0, 1]``.
+
+    Method: ``xlogy(a-1, y) + xlog1py(b-1, -y) - betaln(a, b) - log(scale)`` (at the end points:
+    ``+inf`` for a shape parameter below 1, finite for 1, ``-inf`` above, as SciPy). Differentiable
+    in every argument inside the support.
+    """
     y, a, b, scale, bad = _prepare("beta.logpdf", x, a, b, loc, scale)
     inside = (y >= 0) & (y <= 1)
     ys = safe(y, inside, 0.5)
@@ -32,8 +34,9 @@ def logpdf(x, a, b, loc=0.0, scale=1.0):
     return invalid_to_nan(snp.where(inside, lp, NEG_INF), bad, y)
 
 
-@document("Beta density ``exp(logpdf(x, a, b, loc, scale))``.", _ARGS)
+@document(_ARGS)
 def pdf(x, a, b, loc=0.0, scale=1.0):
+    """Beta density ``exp(logpdf(x, a, b, loc, scale))``."""
     return snp.exp(logpdf(x, a, b, loc, scale))
 
 
@@ -51,27 +54,29 @@ def _sides(op, x, a, b, loc, scale):
     return betainc(a, b, yc), betaincc(a, b, yc), bad
 
 
-@document("Beta cumulative distribution function ``I_y(a, b)`` (0 below, 1 above the support).",
-          _ARGS, notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def cdf(x, a, b, loc=0.0, scale=1.0):
+    """Beta cumulative distribution function ``I_y(a, b)`` (0 below, 1 above the support)."""
     y, a, b, scale, bad = _prepare("beta.cdf", x, a, b, loc, scale)
     return invalid_to_nan(betainc(a, b, snp.clip(y, 0.0, 1.0)), bad)
 
 
-@document("Beta survival function ``1 - cdf``, summed directly (``betaincc``).", _ARGS,
-          notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def sf(x, a, b, loc=0.0, scale=1.0):
+    """Beta survival function ``1 - cdf``, summed directly (``betaincc``)."""
     y, a, b, scale, bad = _prepare("beta.sf", x, a, b, loc, scale)
     return invalid_to_nan(betaincc(a, b, snp.clip(y, 0.0, 1.0)), bad)
 
 
-@document("Log of the beta cdf.", _ARGS, notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def logcdf(x, a, b, loc=0.0, scale=1.0):
+    """Log of the beta cdf."""
     lower, upper, bad = _sides("beta.logcdf", x, a, b, loc, scale)
     return invalid_to_nan(log_of(lower, upper), bad)
 
 
-@document("Log of the beta survival function.", _ARGS, notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def logsf(x, a, b, loc=0.0, scale=1.0):
+    """Log of the beta survival function."""
     lower, upper, bad = _sides("beta.logsf", x, a, b, loc, scale)
     return invalid_to_nan(log_of(upper, lower), bad)

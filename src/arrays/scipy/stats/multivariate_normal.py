@@ -3,6 +3,8 @@
 ``jax.scipy.stats.multivariate_normal``), with SciPy's degenerate case (``allow_singular``)."""
 from __future__ import annotations
 
+import inspect
+
 from .... import linalg as _la
 from ... import numpy as snp
 from ...ops.elementwise_docs import entry, fill
@@ -67,6 +69,8 @@ def _log_density(rank, log_det, maha):
 
 
 def logpdf(x, mean=None, cov=1.0, allow_singular=False):
+    """Log density of the multivariate normal distribution ``N(mean, cov)`` at each point of
+    ``x`` (the last axis)."""
     x, mean, cov, n = _operands(x, mean, cov)
     dev = x - mean
     if n is None:   # scalar mean and variance: elementwise, as JAX
@@ -90,6 +94,7 @@ def logpdf(x, mean=None, cov=1.0, allow_singular=False):
 
 
 def pdf(x, mean=None, cov=1.0, allow_singular=False):
+    """Density of the multivariate normal distribution, ``exp(logpdf(...))``."""
     return snp.exp(logpdf(x, mean, cov, allow_singular))
 
 
@@ -111,7 +116,10 @@ _DOC_ARGS = [
 ]
 
 
-def _doc(summary, returns):
+def _doc(f, returns):
+    """``f``'s docstring (its summary) completed with the Args / Returns / Raises sections and
+    the method shared by ``logpdf`` and ``pdf``."""
+    summary = inspect.cleandoc(f.__doc__ or "").replace("\n", " ")
     text = fill(summary) + "\n\nArgs:\n" + "".join(entry(h, t) for h, t in _DOC_ARGS)
     text += "Returns:\n" + entry("", returns)
     text += "Raises:\n" + entry("ValueError: ", "``x``, ``mean`` and ``cov`` of mismatched "
@@ -128,9 +136,6 @@ def _doc(summary, returns):
     return text
 
 
-logpdf.__doc__ = _doc("Log density of the multivariate normal distribution ``N(mean, cov)`` "
-                      "at each point of ``x`` (the last axis).",
-                      "Array ``(*batch)``, the broadcast of ``batch_x``, ``batch_m`` and "
-                      "``batch_c``; the promoted floating dtype.")
-pdf.__doc__ = _doc("Density of the multivariate normal distribution, ``exp(logpdf(...))``.",
-                   "Array ``(*batch)`` as ``logpdf``.")
+logpdf.__doc__ = _doc(logpdf, "Array ``(*batch)``, the broadcast of ``batch_x``, ``batch_m`` "
+                              "and ``batch_c``; the promoted floating dtype.")
+pdf.__doc__ = _doc(pdf, "Array ``(*batch)`` as ``logpdf``.")

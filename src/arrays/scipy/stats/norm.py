@@ -20,60 +20,73 @@ def _z(op, x, loc, scale):
     return z, scale <= 0
 
 
-@document("Log of the normal density ``-(x - loc)**2 / (2 scale**2) - log(scale) - "
-          "log(2 pi) / 2``.", _STD,
-          notes="Derivatives in ``x``, ``loc`` and ``scale`` are those of the formula.")
+@document(_STD)
 def logpdf(x, loc=0.0, scale=1.0):
+    """Log of the normal density ``-(x - loc)**2 / (2 scale**2) - log(scale) - log(2 pi) / 2``.
+
+    Derivatives in ``x``, ``loc`` and ``scale`` are those of the formula.
+    """
     z, scale = standardize("norm.logpdf", x, loc, scale)
     return invalid_to_nan(-0.5 * z * z - snp.log(scale) - 0.5 * LOG_2PI, scale <= 0)
 
 
-@document("Normal density ``exp(logpdf(x, loc, scale))``.", _STD)
+@document(_STD)
 def pdf(x, loc=0.0, scale=1.0):
+    """Normal density ``exp(logpdf(x, loc, scale))``."""
     return snp.exp(logpdf(x, loc, scale))
 
 
-@document("Normal cumulative distribution function ``ndtr((x - loc) / scale)``.", _STD,
-          notes="Method: ``starling.scipy.special.ndtr`` (Cody's erfc in float64): relative "
-                "accuracy in the lower tail down to the smallest normal numbers.")
+@document(_STD)
 def cdf(x, loc=0.0, scale=1.0):
+    """Normal cumulative distribution function ``ndtr((x - loc) / scale)``.
+
+    Method: ``starling.scipy.special.ndtr`` (Cody's erfc in float64): relative accuracy in the
+    lower tail down to the smallest normal numbers.
+    """
     z, bad = _z("norm.cdf", x, loc, scale)
     return invalid_to_nan(ndtr(z), bad)
 
 
-@document("Log of the normal cdf, ``log_ndtr((x - loc) / scale)``.", _STD,
-          notes="Method: ``starling.scipy.special.log_ndtr`` (an asymptotic series in the lower "
-                "tail), so ``logcdf(-40) == -804.608...`` and the gradient there is ``~40``, "
-                "not NaN.")
+@document(_STD)
 def logcdf(x, loc=0.0, scale=1.0):
+    """Log of the normal cdf, ``log_ndtr((x - loc) / scale)``.
+
+    Method: ``starling.scipy.special.log_ndtr`` (an asymptotic series in the lower tail), so
+    ``logcdf(-40) == -804.608...`` and the gradient there is ``~40``, not NaN.
+    """
     z, bad = _z("norm.logcdf", x, loc, scale)
     return invalid_to_nan(log_ndtr(z), bad)
 
 
-@document("Normal survival function ``1 - cdf``, computed as ``ndtr(-(x - loc) / scale)`` "
-          "(accurate in the upper tail).", _STD)
+@document(_STD)
 def sf(x, loc=0.0, scale=1.0):
+    """Normal survival function ``1 - cdf``, computed as ``ndtr(-(x - loc) / scale)`` (accurate in
+    the upper tail)."""
     z, bad = _z("norm.sf", x, loc, scale)
     return invalid_to_nan(ndtr(-z), bad)
 
 
-@document("Log of the normal survival function, ``log_ndtr(-(x - loc) / scale)``.", _STD)
+@document(_STD)
 def logsf(x, loc=0.0, scale=1.0):
+    """Log of the normal survival function, ``log_ndtr(-(x - loc) / scale)``."""
     z, bad = _z("norm.logsf", x, loc, scale)
     return invalid_to_nan(log_ndtr(-z), bad)
 
 
-@document("Normal quantile function (inverse cdf), ``loc + scale * ndtri(q)``.",
-          ("q", "loc", "scale"),
-          notes="``ppf(0) == -inf``, ``ppf(1) == inf``. Method: ``ndtri`` (Cephes' rational "
-                "approximations, relative accuracy in both tails).")
+@document(("q", "loc", "scale"))
 def ppf(q, loc=0.0, scale=1.0):
+    """Normal quantile function (inverse cdf), ``loc + scale * ndtri(q)``.
+
+    ``ppf(0) == -inf``, ``ppf(1) == inf``. Method: ``ndtri`` (Cephes' rational approximations,
+    relative accuracy in both tails).
+    """
     q, loc, scale = promote("norm.ppf", q, loc, scale)
     return invalid_to_nan(loc + scale * ndtri(q), scale <= 0)
 
 
-@document("Normal inverse survival function, ``loc - scale * ndtri(q)`` (by symmetry, so "
-          "small ``q`` keep their relative accuracy).", ("q", "loc", "scale"))
+@document(("q", "loc", "scale"))
 def isf(q, loc=0.0, scale=1.0):
+    """Normal inverse survival function, ``loc - scale * ndtri(q)`` (by symmetry, so small ``q``
+    keep their relative accuracy)."""
     q, loc, scale = promote("norm.isf", q, loc, scale)
     return invalid_to_nan(loc - scale * ndtri(q), scale <= 0)

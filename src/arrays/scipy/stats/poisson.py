@@ -18,13 +18,15 @@ def _prepare(op, k, mu, loc):
     return k - loc, mu
 
 
-@document("Log of the Poisson probability mass ``mu**k exp(-mu) / k!``; ``-inf`` for negative "
-          "or non-integer ``k``.", _ARGS,
-          notes="Method: ``xlogy(k, mu) - gammaln(k + 1) - mu`` (SciPy's formula; ``mu == 0`` "
-                "gives 0 at ``k == 0``). Differentiable in ``mu`` (``k / mu - 1``); the "
-                "derivative in ``k`` is that of the formula (the gamma-function "
-                "interpolation), as in JAX.")
+@document(_ARGS)
 def logpmf(k, mu, loc=0.0):
+    """Log of the Poisson probability mass ``mu**k exp(-mu) / k!``; ``-inf`` for negative or
+    non-integer ``k``.
+
+    Method: ``xlogy(k, mu) - gammaln(k + 1) - mu`` (SciPy's formula; ``mu == 0`` gives 0 at
+    ``k == 0``). Differentiable in ``mu`` (``k / mu - 1``); the derivative in ``k`` is that of the
+    formula (the gamma-function interpolation), as in JAX.
+    """
     k, mu = _prepare("poisson.logpmf", k, mu, loc)
     inside = (k >= 0) & (k == snp.floor(k))
     ks = safe(k, inside, 0.0)
@@ -32,8 +34,9 @@ def logpmf(k, mu, loc=0.0):
     return invalid_to_nan(snp.where(inside, lp, NEG_INF), mu < 0, k)
 
 
-@document("Poisson probability mass ``exp(logpmf(k, mu, loc))``.", _ARGS)
+@document(_ARGS)
 def pmf(k, mu, loc=0.0):
+    """Poisson probability mass ``exp(logpmf(k, mu, loc))``."""
     return snp.exp(logpmf(k, mu, loc))
 
 
@@ -48,15 +51,16 @@ def _floor_k(op, k, mu, loc):
     return neg, safe(snp.floor(k), ~neg, 0.0) + 1.0, mu
 
 
-@document("Poisson cumulative distribution function ``P(K <= k)`` (0 for ``k < 0``).", _ARGS,
-          notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def cdf(k, mu, loc=0.0):
+    """Poisson cumulative distribution function ``P(K <= k)`` (0 for ``k < 0``)."""
     neg, n, mu = _floor_k("poisson.cdf", k, mu, loc)
     return invalid_to_nan(snp.where(neg, 0.0, igammac(n, mu)), mu < 0, k)
 
 
-@document("Poisson survival function ``P(K > k) = P(floor(k) + 1, mu)`` (1 for ``k < 0``), "
-          "computed directly (accurate in the upper tail).", _ARGS, notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def sf(k, mu, loc=0.0):
+    """Poisson survival function ``P(K > k) = P(floor(k) + 1, mu)`` (1 for ``k < 0``), computed
+    directly (accurate in the upper tail)."""
     neg, n, mu = _floor_k("poisson.sf", k, mu, loc)
     return invalid_to_nan(snp.where(neg, 1.0, igamma(n, mu)), mu < 0, k)

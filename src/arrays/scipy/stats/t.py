@@ -63,14 +63,17 @@ def _log_gamma_ratio(a):
     return snp.where(big, series, direct)
 
 
-@document("Log of Student's t density ``Gamma((df+1)/2) / (sqrt(df pi) Gamma(df/2) scale) "
-          "(1 + z**2/df)**(-(df+1)/2)``, ``z = (x - loc) / scale``.", _ARGS,
-          notes="Method: ``R(df/2) - log(2 pi)/2 - (df+1)/2 log1p(z**2/df) - log(scale)`` with "
-                "``R(a) = log(Gamma(a + 1/2) / (Gamma(a) sqrt(a)))`` from Stirling's series for "
-                "``a >= 10`` (so large ``df`` keep full accuracy; SciPy loses ~1e-10 at "
-                "``df = 1e6``) and ``log1p(z**2/df)`` formed without ``z**2`` (no overflow). "
-                "Differentiable in every argument.")
+@document(_ARGS)
 def logpdf(x, df, loc=0.0, scale=1.0):
+    """Log of Student's t density
+    ``Gamma((df+1)/2) / (sqrt(df pi) Gamma(df/2) scale) (1 + z**2/df)**(-(df+1)/2)``,
+    ``z = (x - loc) / scale``.
+
+    Method: ``R(df/2) - log(2 pi)/2 - (df+1)/2 log1p(z**2/df) - log(scale)`` with
+    ``R(a) = log(Gamma(a + 1/2) / (Gamma(a) sqrt(a)))`` from Stirling's series for ``a >= 10`` (so
+    large ``df`` keep full accuracy; SciPy loses ~1e-10 at ``df = 1e6``) and ``log1p(z**2/df)``
+    formed without ``z**2`` (no overflow). Differentiable in every argument.
+    """
     z, dfs, normal, bad, scale = _prepare("t.logpdf", x, df, loc, scale)
     student = _log_gamma_ratio(0.5 * dfs) - 0.5 * (dfs + 1.0) * _log1p_sq(z, dfs)
     gauss = -0.5 * z * z
@@ -78,8 +81,9 @@ def logpdf(x, df, loc=0.0, scale=1.0):
                           bad)
 
 
-@document("Student's t density ``exp(logpdf(x, df, loc, scale))``.", _ARGS)
+@document(_ARGS)
 def pdf(x, df, loc=0.0, scale=1.0):
+    """Student's t density ``exp(logpdf(x, df, loc, scale))``."""
     return snp.exp(logpdf(x, df, loc, scale))
 
 
@@ -122,17 +126,18 @@ _CDF_NOTES = ("Method: the regularized incomplete beta function or its complemen
               "first order only (``betainc``'s derivative in its parameters).")
 
 
-@document("Student's t cumulative distribution function ``P(T <= x)``.", _ARGS,
-          notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def cdf(x, df, loc=0.0, scale=1.0):
+    """Student's t cumulative distribution function ``P(T <= x)``."""
     z, tail, normal, bad = _log_cdf_parts("t.cdf", x, df, loc, scale)
     student = snp.where(z > 0, 1.0 - tail, tail)
     return invalid_to_nan(snp.where(normal, ndtr(z), student), bad)
 
 
-@document("Student's t survival function ``P(T > x) = cdf(-x)`` (by symmetry: accurate in the "
-          "upper tail).", _ARGS, notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def sf(x, df, loc=0.0, scale=1.0):
+    """Student's t survival function ``P(T > x) = cdf(-x)`` (by symmetry: accurate in the upper
+    tail)."""
     z, tail, normal, bad = _log_cdf_parts("t.sf", x, df, loc, scale)
     student = snp.where(z < 0, 1.0 - tail, tail)
     return invalid_to_nan(snp.where(normal, ndtr(-z), student), bad)
@@ -143,16 +148,16 @@ def _log_side(z, dfs, z_pos):
     return snp.where(z_pos, snp.log1p(-_lower_tail(z, dfs)), _lower_tail(z, dfs, log=True))
 
 
-@document("Log of Student's t cdf: ``log(tail)`` below the median, ``log1p(-tail)`` above "
-          "(so neither the far left tail nor values near 0 lose accuracy).", _ARGS,
-          notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def logcdf(x, df, loc=0.0, scale=1.0):
+    """Log of Student's t cdf: ``log(tail)`` below the median, ``log1p(-tail)`` above (so neither
+    the far left tail nor values near 0 lose accuracy)."""
     z, dfs, normal, bad, _ = _prepare("t.logcdf", x, df, loc, scale)
     return invalid_to_nan(snp.where(normal, log_ndtr(z), _log_side(z, dfs, z > 0)), bad)
 
 
-@document("Log of Student's t survival function, ``logcdf(-x)`` by symmetry.", _ARGS,
-          notes=_CDF_NOTES)
+@document(_ARGS, notes=_CDF_NOTES)
 def logsf(x, df, loc=0.0, scale=1.0):
+    """Log of Student's t survival function, ``logcdf(-x)`` by symmetry."""
     z, dfs, normal, bad, _ = _prepare("t.logsf", x, df, loc, scale)
     return invalid_to_nan(snp.where(normal, log_ndtr(-z), _log_side(z, dfs, z < 0)), bad)

@@ -30,7 +30,8 @@ from . import formulas as F
 
 
 class NotFusible(Exception):
-    pass
+    """The sub-Program cannot be rendered as one Triton kernel (the message names the equation,
+    dtype or shape it does not handle): the passes then leave it unfused, the host runs it."""
 
 
 # Elements per program: on a GPU, and in the interpreter, whose cost is per program.

@@ -20,6 +20,7 @@ NAMES = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", 
 
 
 def gpu_module():
+    """The ``M`` of kernels compiled for a GPU: Triton's ``libdevice`` (imported on call)."""
     from triton.language.extra import libdevice
     return libdevice
 

@@ -72,11 +72,14 @@ def supported_dtype(dt) -> bool:
 
 
 def tl_dtype(dt) -> str:
+    """The Triton dtype (source text, e.g. ``"tl.float32"``) a ``dt`` array is loaded and
+    stored as (bfloat16 and the 8- / 4-bit floats as their bits); KeyError for a dtype
+    ``supported_dtype`` rejects."""
     return TL_DTYPES[np.dtype(dt)]
 
 
 class Unsupported(S.Unrenderable):
-    pass
+    """An op or dtype of a formula this renderer does not render."""
 
 
 def literal(value, dt, block=True) -> str:
