@@ -168,3 +168,30 @@ def test_other_dtypes(monkeypatch, dtype):
                                rtol=2e-2 if dtype == np.float16 else 1e-12, atol=1e-2 if
                                dtype == np.float16 else 0)
     assert not math.isnan(float(np.sum(np.asarray(on, np.float64))))
+
+
+@pytest.mark.parametrize("shape", [(1, 65536), (2, 16384), (4, 131072), (3, 50000)])
+def test_float64_sums_keep_their_bits_when_work_moves_between_kernels(monkeypatch, shape):
+    """Remat moves arithmetic into the reading kernel; how a long row sum is split into
+    partials follows from its sizes alone, so its bits do not change (found by review: with the
+    split chosen from the kernel's work, (1, 65536) float64 differed in the last bit)."""
+    x = np.random.default_rng(9).standard_normal(shape)
+
+    def f(x):
+        u = x * 3.0 + 1.0
+        s = snp.sum(u, axis=-1, keepdims=True)
+        return snp.sum(u * u * s + u, axis=-1)
+
+    on, off, ir_on, ir_off = _both(f, (snp.asarray(x),), monkeypatch)
+    _assert_same_bits(on, off)
+    assert _written(ir_on) < _written(ir_off)
+    u = x * 3 + 1
+    np.testing.assert_allclose(on, np.sum(u * u * u.sum(-1, keepdims=True) + u, -1),
+                               rtol=1e-13)
+
+
+def test_a_sum_has_the_same_bits_in_a_cheap_and_in_an_expensive_kernel():
+    x = snp.asarray(np.random.default_rng(4).standard_normal((2, 200_000)))
+    cheap = st.compile(lambda x: snp.sum(x * 2.0, axis=-1))(x)
+    costly, _ = st.compile(lambda x: (snp.sum(x * 2.0, axis=-1), snp.tanh(x) * snp.exp(x)))(x)
+    _assert_same_bits(cheap, costly)

@@ -17,14 +17,18 @@ epilogue fusion (on ``fused_kernel`` / ``fused_matmul`` equations) and rewrites 
   reading it is elementwise of ``o``'s shape; for a ``fused_matmul``, ``o`` is an epilogue
   input, not an operand), ``o`` is no output of the Program, and the bases a reader does not
   read yet are no larger, together, than ``o``.
-* the backend accepts every rewritten kernel (``validate``).
+* the backend accepts every rewritten kernel (``validate``);
+* its size is static (under dynamic shapes the pass leaves values alone).
 
 Then each reader takes the recipe into its sub-Program (after the product, for a
 ``fused_matmul``; repeated work merged by CSE), and P no longer writes ``o``: one buffer fewer
 written and read, and alive. The pass repeats until nothing changes, so outputs computed from
 each other (``u * u`` feeding the tanh) fold back to their first base. Recomputation runs the
-same formulas on the same inputs as P did, so values keep their bits (the cpp kernels are compiled
-without multiply-add contraction, src/lowering/cache.py). ``STARLING_REMAT=0`` turns it off.
+same formulas on the same inputs as P did, so values keep their bits: the cpp kernels are compiled
+without multiply-add contraction (src/lowering/cache.py), and how a kernel splits a long sum
+follows from its sizes, not from the work the pass moves (codegen._RED_CHUNK). The order in
+which an operation's two NaN operands are read may change, and with it which NaN payload
+propagates. ``STARLING_REMAT=0`` turns it off.
 
 Reference: rematerialisation of cheap fusible ops in backward passes as in XLA's rematerialization
 and PyTorch's min-cut partitioner (functorch ``min_cut_rematerialization_partition``); here it is
@@ -80,13 +84,36 @@ def remat(prog: Program, kind, validate_kernel, validate_matmul) -> Program:
         eqns.append(eqn)
     ctx = _Context(kind, validate_kernel, validate_matmul,
                    {v for v in prog.outvars if isinstance(v, Var)})
-    while True:
-        step = ctx.one_rewrite(eqns)
+    readers = _readers(eqns)
+    # A rewrite changes kernel P and its readers, which come after it: the kernels before P
+    # have been tried already, so the scan goes on from P.
+    pi = 0
+    while pi < len(eqns):
+        step = ctx.rewrite_at(eqns, pi, readers)
         if step is None:
-            break
+            pi += 1
+            continue
+        for i, (old, new) in enumerate(zip(eqns, step)):
+            if old is not new:
+                for v in old.invars:
+                    if isinstance(v, Var):
+                        readers[v].discard(i)
+                for v in new.invars:
+                    if isinstance(v, Var):
+                        readers.setdefault(v, set()).add(i)
         eqns = step
         changed = True
     return with_eqns(prog, eqns) if changed else prog
+
+
+def _readers(eqns):
+    """Var -> indices of the equations reading it."""
+    readers = {}
+    for i, e in enumerate(eqns):
+        for v in e.invars:
+            if isinstance(v, Var):
+                readers.setdefault(v, set()).add(i)
+    return readers
 
 
 class _Context:
@@ -96,27 +123,23 @@ class _Context:
         self.outset = outset
         self.refused = set()   # (id of producer sub-Program, output index) found not rewritable
 
-    def one_rewrite(self, eqns):
-        """The equation list after one output is rematerialised, or None."""
-        readers = {}
-        for i, e in enumerate(eqns):
-            for v in e.invars:
-                if isinstance(v, Var):
-                    readers.setdefault(v, set()).add(i)
-        for pi, p in enumerate(eqns):
-            if p.primitive not in _KERNELS or self.validate[p.primitive] is None:
+    def rewrite_at(self, eqns, pi, readers):
+        """The equation list after one output of kernel ``eqns[pi]`` is rematerialised, or
+        None."""
+        p = eqns[pi]
+        if p.primitive not in _KERNELS or self.validate[p.primitive] is None:
+            return None
+        sub = p.params["program"]
+        # later outputs first: they are the ones computed from earlier ones
+        for j in reversed(range(len(p.outvars))):
+            key = (id(sub), j)
+            if key in self.refused:
                 continue
-            sub = p.params["program"]
-            # later outputs first: they are the ones computed from earlier ones
-            for j in reversed(range(len(p.outvars))):
-                key = (id(sub), j)
-                if key in self.refused:
-                    continue
-                out = self._rewrite(eqns, pi, j, readers)
-                if out is None:
-                    self.refused.add(key)
-                    continue
-                return out
+            out = self._rewrite(eqns, pi, j, readers)
+            if out is None:
+                self.refused.add(key)
+                continue
+            return out
         return None
 
     def _rewrite(self, eqns, pi, j, readers):

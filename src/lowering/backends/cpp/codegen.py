@@ -50,7 +50,13 @@ from .dims import same_shape as _same_shape, sym_expr as _sym_expr
 PARALLEL_WORK = int(os.environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 18))
 CHUNK_WORK = int(os.environ.get("STARLING_CPP_CHUNK_WORK", 1 << 16))
 _MIN_UNITS = 8               # parallel work units wanted when the outer dims are few
-_MAX_PARTS = 256             # chunks (partial accumulators) of a parallel reduction
+_MAX_PARTS = 256             # chunks (partial accumulators) of a split reduction
+# A row reduction with few outer points is split into chunks of about this many elements, each
+# accumulating its own partials, combined in chunk order, when it has at least two chunks' worth
+# per point. The split and the chunks follow from the sizes alone (not from the kernel's other
+# work, nor from whether it runs on the pool), so a sum has the same bits whatever else its
+# kernel computes: passes that move work between kernels (remat) keep results bit for bit.
+_RED_CHUNK = 1 << 12
 _ACC_BLOCK = 1024            # accumulator array length for column reductions
 _EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
               "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
@@ -470,7 +476,7 @@ def _emit(b, loop, red_axes, reds, in_dtypes, out_avals):
             raise NotFusible("GEMM epilogue kernels need static sizes")
         return _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals)
     par = work >= PARALLEL_WORK and (row is None or row.parallel)
-    e = _Emitter(b, dims, accs, reds, par, work=work)
+    e = _Emitter(b, dims, accs, reds, par, work=work, elems=total)
     lines = [f'extern "C" void {b.fname}(void* const* st_args{row.param if row else ""}) {{']
     for a in accs:
         t = F.ptr_ctype(a.dt)
@@ -505,7 +511,8 @@ def _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals
     bodies = []
     for par in variants:
         b.stores[:] = saved
-        bodies.append(_Emitter(b, dims, accs, reds, par, names, work=work).emit())
+        bodies.append(_Emitter(b, dims, accs, reds, par, names, work=work,
+                               elems=math.prod(dims[d][0] for d in range(len(dims)))).emit())
     if len(bodies) == 1:
         lines += ["  " + x for x in bodies[0]]
     else:
@@ -528,11 +535,12 @@ def _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals
 
 
 class _Emitter:
-    def __init__(self, b, dims, accs, reds, par, size_names=None, work=1):
+    def __init__(self, b, dims, accs, reds, par, size_names=None, work=1, elems=1):
         self.b, self.dims, self.accs, self.reds, self.par = b, dims, accs, reds, par
         self.reads = b.accesses
         self.size_names = size_names    # shape variable -> C name (symbolic kernels)
         self.work = work                # the kernel's work (elements x cost), maybe symbolic
+        self.elems = elems              # the loop's elements, maybe symbolic
 
     def c(self, x):
         """C expression of a size / stride (an int prints as itself)."""
@@ -604,16 +612,18 @@ class _Emitter:
             return math.prod(sizes)
         return " * ".join(self.c(x) for x in sizes) or "1"
 
-    def _grain(self, n, limit=None, outer=1):
+    def _grain(self, n, limit=None, outer=1, per=None):
         """Iterations per pool chunk of a parallel loop of ``n`` iterations, run ``outer`` times
-        over the kernel: about CHUNK_WORK units of work each, at most ``limit`` chunks; a C
-        expression when sizes are symbolic."""
-        if _static(n) and _static(self.work) and _static(outer):
-            g = max(1, -(-CHUNK_WORK * n * outer // max(int(self.work), 1)))
+        over the kernel: about CHUNK_WORK units of work each (``per``: (units in the kernel,
+        units per chunk) instead), at most ``limit`` chunks; a C expression when sizes are
+        symbolic."""
+        total, chunk = per or (self.work, CHUNK_WORK)
+        if _static(n) and _static(total) and _static(outer):
+            g = max(1, -(-chunk * n * outer // max(int(total), 1)))
             if limit:
                 g = max(g, -(-n // limit))
             return g
-        g = f"st_grain({self.c(n)} * {self.c(outer)}, {self.c(self.work)}, {CHUNK_WORK})"
+        g = f"st_grain({self.c(n)} * {self.c(outer)}, {self.c(total)}, {chunk})"
         return f"st_dim_max({g}, ({self.c(n)} + {limit - 1}) / {limit})" if limit else g
 
     def _loop(self, var, n, body, par=None):
@@ -715,8 +725,9 @@ class _Emitter:
 
     def _row_reduction(self, red_dims, inside=None):
         """Reduced dims are the trailing ones: scalar accumulators per outer point. When the
-        outer points are few (``inside``) the reduction itself runs on the pool: each chunk of
-        the first reduced loop accumulates into its own partials, combined in chunk order."""
+        outer points are few and long (``inside``, see _RED_CHUNK) the reduction itself is
+        split: each chunk of the first reduced loop accumulates into its own partials,
+        combined in chunk order; the chunks run on the pool when the kernel is parallel."""
         dims = self.dims
         outer = [d for d in range(len(dims)) if d < red_dims[0]]
         P = math.prod(dims[d][0] for d in outer)
@@ -726,13 +737,14 @@ class _Emitter:
         ordered = not all(r.combinable for r in self.reds)   # argmax: one pass, in order
         if ordered:
             inside = False
-        if inside is None and self.par and not _static(P):
-            # few outer points (run-time count): parallelise the reduction itself
-            return ([f"if ({self.c(P)} < {2 * _MIN_UNITS}) {{"]
+        if inside is None and not (_static(P) and _static(self.elems)):
+            # few outer points and enough elements (run-time sizes): split the reduction
+            return ([f"if ({self.c(P)} < {2 * _MIN_UNITS} && {self.c(self.elems)} >= "
+                     f"{2 * _RED_CHUNK} * {self.c(P)}) {{"]
                     + ["  " + x for x in self._row_reduction(red_dims, True)] + ["} else {"]
                     + ["  " + x for x in self._row_reduction(red_dims, False)] + ["}"])
-        if inside is None:
-            inside = self.par and P < 2 * _MIN_UNITS   # parallelise the reduction itself
+        if inside is None:   # split the reduction itself (see _RED_CHUNK): sizes decide
+            inside = P < 2 * _MIN_UNITS and self.elems >= 2 * _RED_CHUNK * P
         body = self._decompose("p_", [dims[d][0] for d in outer], [f"i{d}" for d in outer]) \
             if outer else []
         body += self._init_reds()
@@ -759,9 +771,15 @@ class _Emitter:
                 chunk.append(f"st_pnan{i}[st_lo / st_g] = {r.name}_nan;")
                 combine.append(f"  {r.name}_nan |= st_pnan{i}[st_c];")
         cn = self.c(n)
-        body += [f"const int64_t st_g = {self.c(self._grain(n, _MAX_PARTS, P))};"] + parts
-        body += [f"st_par({cn}, st_g, [&](int64_t st_lo, int64_t st_hi) {{"]
-        body += ["  " + x for x in chunk] + ["});"]
+        grain = self._grain(n, _MAX_PARTS, P, per=(self.elems, _RED_CHUNK))
+        body += [f"const int64_t st_g = {self.c(grain)};"] + parts
+        if self.par:
+            body += [f"st_par({cn}, st_g, [&](int64_t st_lo, int64_t st_hi) {{"]
+            body += ["  " + x for x in chunk] + ["});"]
+        else:   # the same chunks, one after the other
+            body += [f"for (int64_t st_lo = 0; st_lo < {cn}; st_lo += st_g) {{",
+                     f"  const int64_t st_hi = st_lo + st_g < {cn} ? st_lo + st_g : {cn};"]
+            body += ["  {"] + ["    " + x for x in chunk] + ["  }", "}"]
         body += [f"for (int64_t st_c = 0; st_c < ({cn} + st_g - 1) / st_g; ++st_c) {{"]
         body += combine + ["}"]
         body += self._store_reds({d: f"i{d}" for d in outer})
