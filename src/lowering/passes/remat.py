@@ -121,7 +121,9 @@ class _Context:
         self.kind = kind
         self.validate = {fused_kernel_p: validate_kernel, fused_matmul_p: validate_matmul}
         self.outset = outset
-        self.refused = set()   # (id of producer sub-Program, output index) found not rewritable
+        # (id of producer sub-Program, output index) found not rewritable -> that sub-Program,
+        # held so that its id is not reused by a new one while the pass runs
+        self.refused = {}
 
     def rewrite_at(self, eqns, pi, readers):
         """The equation list after one output of kernel ``eqns[pi]`` is rematerialised, or
@@ -137,7 +139,7 @@ class _Context:
                 continue
             out = self._rewrite(eqns, pi, j, readers)
             if out is None:
-                self.refused.add(key)
+                self.refused[key] = sub
                 continue
             return out
         return None
