@@ -230,7 +230,12 @@ void rows(const int64_t* desc, const T* a, const T* b, T* c, int64_t ldc, int64_
     return;
   }
   const int64_t rchunk = ((R + rt - 1) / rt + mr - 1) / mr * mr;
-  const int64_t cchunk = ((d.N + ct - 1) / ct + nr - 1) / nr * nr;
+  // Column tiles end on whole vectors, not whole micro-panels: 512 columns on two threads split
+  // 256 | 256 (five 48-wide panels and a 16-wide one each, which costs about a third of a wide
+  // one), where 288 | 224 left the first thread a sixth wide panel: the MLP's
+  // 128 x 784 @ 784 x 512 waited on it.
+  const int64_t vw = int64_t(isa.vbytes / sizeof(T));
+  const int64_t cchunk = ((d.N + ct - 1) / ct + vw - 1) / vw * vw;
   rt = (R + rchunk - 1) / rchunk;
   ct = (d.N + cchunk - 1) / cchunk;
   pool::for_range(rt * ct, 1, [&](int64_t lo, int64_t hi) {

@@ -334,11 +334,15 @@ def test_pool_configuration():
         threads.set_thread_share(-1)
 
 
-def test_results_do_not_depend_on_threads():
+@pytest.mark.parametrize("mkn", [(300, 257, 190), (128, 784, 512), (64, 520, 1000)])
+def test_results_do_not_depend_on_threads(mkn):
     """The GEMM sums every element in one order whatever the tiling: bit-identical results on
-    1, 2 and 4 threads (4 > CPUs here: the pool runs more threads than cores)."""
-    a = RNG.standard_normal((300, 257)).astype(np.float32)
-    b = RNG.standard_normal((257, 190)).astype(np.float32)
+    1, 2 and 4 threads (4 > CPUs here: the pool runs more threads than cores). Column tiles
+    end on whole vectors, mid-panel (512 = 256 | 256 with 48-wide panels), and contraction
+    blocks are of equal depth (784 = 4 x 196)."""
+    m, k, n = mkn
+    a = RNG.standard_normal((m, k)).astype(np.float32)
+    b = RNG.standard_normal((k, n)).astype(np.float32)
     dn = (((1,), (0,)), ((), ()))
     old = threads.pool_size()
     outs = []
@@ -349,7 +353,7 @@ def test_results_do_not_depend_on_threads():
     finally:
         threads.set_pool_size(old)
     assert all(np.array_equal(outs[0], o) for o in outs[1:])
-    _close(outs[0], _ref(a, b, dn), np.float32, 257)
+    _close(outs[0], _ref(a, b, dn), np.float32, k)
 
 
 def test_concurrent_callers_share_the_pool():
