@@ -66,6 +66,7 @@ from . import codegen as CG
 from . import formulas as F
 from . import gemm
 from . import dynamic, runtime
+from .dims import static_shape
 from .. import register_backend
 from ..numpy_ref import NumpyRefExecutable
 
@@ -102,10 +103,6 @@ def _report_fallback(prim):
     _REPORTED.add(prim.name)
     logger.log(fallback_level(prim), "starling.lowering: cpp backend runs %s through NumPy",
                prim.name)
-
-
-def _static_shape(aval):
-    return all(type(d) is int or isinstance(d, (np.integer,)) for d in aval.shape)
 
 
 # The launcher's fixed limits (runtime.py: ST_MAX_ARGS buffers + sizes, ST_MAX_ND dims);
@@ -542,7 +539,7 @@ class _Schedule:
         items = []
         for o, ref in zip(eqn.outvars, reuse):
             shape = tuple(o.aval.shape)
-            if ref is None or not _static_shape(o.aval):
+            if ref is None or not static_shape(o.aval.shape):
                 items.append("None")
                 continue
             dt = np.dtype(o.aval.dtype)

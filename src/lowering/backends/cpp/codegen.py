@@ -204,6 +204,18 @@ def broadcast_strides(acc, loop):
     return out
 
 
+def lone_equation(sub, row_block, supported, what):
+    """The one equation of ``sub``, a group that is a kernel of its own (fusion kind SINGLE:
+    gather / scatter, concatenate) reading only the group's inputs and writing its outputs;
+    NotFusible (naming ``what``) when it is not that or ``supported(eqn)`` refuses it."""
+    if row_block is not None or len(sub.eqns) != 1 or not supported(sub.eqns[0]):
+        raise NotFusible(f"not a lone static {what}")
+    eqn = sub.eqns[0]
+    if list(eqn.outvars) != list(sub.outvars) or not all(v in sub.invars for v in eqn.invars):
+        raise NotFusible(f"{what} kernel with other inputs or outputs")
+    return eqn
+
+
 class Kernel:
     """A rendered kernel: ``source`` (one extern "C" function ``name(void* const* args)``, the
     launcher ABI of runtime.py), ``in_dtypes`` (NumPy dtype each input buffer must have),

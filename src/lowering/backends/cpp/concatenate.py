@@ -17,15 +17,12 @@ import math
 
 import numpy as np
 
-from .codegen import PARALLEL_WORK, Kernel, NotFusible
+from .codegen import PARALLEL_WORK, Kernel, lone_equation
+from .dims import static_shape
 
 PRIMITIVES = ("concatenate",)
 CHUNK_BYTES = 1 << 18   # a chunk of a long run copied by one task
 ROW_TASK_BYTES = 1 << 16  # rows per task: about this many bytes
-
-
-def _static(shape):
-    return all(type(d) is int or isinstance(d, np.integer) for d in shape)
 
 
 def supported(eqn) -> bool:
@@ -33,18 +30,14 @@ def supported(eqn) -> bool:
     of the output's dtype."""
     from ....core.ir import Literal
     out = eqn.outvars[0].aval
-    return (eqn.primitive.name == "concatenate" and _static(out.shape)
-            and all(not isinstance(v, Literal) and _static(v.aval.shape)
+    return (eqn.primitive.name == "concatenate" and static_shape(out.shape)
+            and all(not isinstance(v, Literal) and static_shape(v.aval.shape)
                     and np.dtype(v.aval.dtype) == np.dtype(out.dtype) for v in eqn.invars))
 
 
 def render(sub, fname, row_block=None) -> Kernel:
     """The kernel of the one-equation sub-Program ``sub`` (a concatenate)."""
-    if row_block is not None or len(sub.eqns) != 1 or not supported(sub.eqns[0]):
-        raise NotFusible("not a lone static concatenate")
-    eqn = sub.eqns[0]
-    if list(eqn.outvars) != list(sub.outvars) or not all(v in sub.invars for v in eqn.invars):
-        raise NotFusible("concatenate kernel with other inputs or outputs")
+    eqn = lone_equation(sub, row_block, supported, "concatenate")
     out = eqn.outvars[0]
     shape = tuple(int(s) for s in out.aval.shape)
     d = int(eqn.params["dimension"])

@@ -23,6 +23,11 @@ def is_static(x):
     return type(x) is int or isinstance(x, np.integer)
 
 
+def static_shape(shape):
+    """True when every dim of ``shape`` is concrete (see is_static)."""
+    return all(is_static(x) for x in shape)
+
+
 def sym_expr(x):
     """The sympy expression of a dim (int / DimExpr / sympy)."""
     if is_static(x):

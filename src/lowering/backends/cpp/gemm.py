@@ -47,6 +47,7 @@ from ....arrays.ops import dot_layout
 from ...runtime import threads as _threads
 from . import codegen as CG
 from . import formulas as F
+from .dims import static_shape
 
 logger = logging.getLogger("starling.lowering")
 
@@ -75,10 +76,6 @@ class GemmPlan:
         self.R, self.N, self.K, self.nl, self.out_shape = R, N, K, nl, out_shape
 
 
-def _static(shape):
-    return all(type(d) is int or isinstance(d, np.integer) for d in shape)
-
-
 def plan(program) -> GemmPlan:
     """The GEMM of a ``fused_matmul`` sub-Program; raises NotFusible when it is not one native
     GEMM call on the buffers' own memory (other dtypes, symbolic or empty sizes, views or
@@ -91,7 +88,7 @@ def plan(program) -> GemmPlan:
     if dt not in _GEMM_DTYPES or np.dtype(la.dtype) != dt or np.dtype(ra.dtype) != dt:
         raise CG.NotFusible(f"product of {la.dtype} and {ra.dtype} -> {dt} is not a native GEMM")
     bases = program.invars[:2]
-    if not all(_static(v.aval.shape) for v in (*bases, *dot.invars, *dot.outvars)):
+    if not all(static_shape(v.aval.shape) for v in (*bases, *dot.invars, *dot.outvars)):
         raise CG.NotFusible("symbolic product shape")
     accs = []
     for base, chain in zip(bases, operand_views(program)):

@@ -34,7 +34,8 @@ import math
 import numpy as np
 
 from . import formulas as F
-from .codegen import CHUNK_WORK, PARALLEL_WORK, Kernel, NotFusible, c_strides
+from .codegen import CHUNK_WORK, PARALLEL_WORK, Kernel, NotFusible, c_strides, lone_equation
+from .dims import static_shape
 
 PRIMITIVES = ("gather", "scatter")
 _COMBINE = {"add": "add", "multiply": "multiply", "min": "minimum", "max": "maximum"}
@@ -47,17 +48,13 @@ def supported(eqn) -> bool:
         return False
     n_idx = len(eqn.invars) - (1 if eqn.primitive.name == "gather" else 2)
     avals = [v.aval for v in eqn.invars] + [v.aval for v in eqn.outvars]
-    static = all(type(d) is int or isinstance(d, np.integer) for a in avals for d in a.shape)
+    static = all(static_shape(a.shape) for a in avals)
     return n_idx >= 1 and static
 
 
 def render(sub, fname, row_block=None) -> Kernel:
     """The kernel of the one-equation sub-Program ``sub`` (a gather or scatter)."""
-    if row_block is not None or len(sub.eqns) != 1 or not supported(sub.eqns[0]):
-        raise NotFusible("not a lone static gather / scatter")
-    eqn = sub.eqns[0]
-    if list(eqn.outvars) != list(sub.outvars) or not all(v in sub.invars for v in eqn.invars):
-        raise NotFusible("gather / scatter kernel with other inputs or outputs")
+    eqn = lone_equation(sub, row_block, supported, "gather / scatter")
     # the kernel's arguments are the group's inputs (a Var read twice is passed once)
     args = [sub.invars.index(v) for v in eqn.invars]
     in_dtypes = [np.dtype(v.aval.dtype) for v in sub.invars]
