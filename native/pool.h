@@ -2,9 +2,10 @@
 //
 // parallel_for(n, grain, fn, ctx) runs fn(ctx, lo, hi) over the chunks [c * grain, (c + 1) *
 // grain) of [0, n) (the last one shorter). The calling thread takes part; pool threads join while
-// chunks are left. Chunks are claimed one at a time from a shared counter, so a thread the OS
-// has descheduled delays the call only by the chunk it is running: a helper that wakes late
-// finds nothing left and is not waited for (an OpenMP team barrier waits for every member).
+// chunks are left. Chunks are claimed one at a time (each thread first from its own contiguous
+// part of them, then from the others' ends: pool.cpp), so a thread the OS has descheduled
+// delays the call only by the chunk it is running: a helper that wakes late finds nothing left
+// and is not waited for (an OpenMP team barrier waits for every member).
 // Chunk boundaries depend on n and grain only, never on the number of threads, so a reduction
 // that keeps one partial per chunk and combines them in order gives the same bits whatever the
 // threads.

@@ -356,6 +356,32 @@ def test_results_do_not_depend_on_threads(mkn):
     _close(outs[0], _ref(a, b, dn), np.float32, k)
 
 
+@pytest.mark.parametrize("size", [2, 3, 5, 20])
+def test_every_chunk_runs_whatever_the_threads(size):
+    """The pool cuts a call's chunks into one part per thread, each thread taking its own part
+    first and then the others' from their ends (native/pool.cpp). With more threads than cores,
+    and with more threads than parts (20 > 16: the later helpers only take from others' parts),
+    every chunk still runs: each element of a fused kernel, each row sum and each product of a
+    batch of small GEMMs is right, and bit-identical to the one-thread run."""
+    x = RNG.standard_normal((1537, 1031)).astype(np.float32)
+    a = RNG.standard_normal((1000, 16, 16)).astype(np.float32)
+    b = RNG.standard_normal((1000, 16, 16)).astype(np.float32)
+    f = st.compile(lambda x, a, b: (x * 3.0 + 1.0, snp.sum(x, axis=1), snp.matmul(a, b)))
+    old = threads.pool_size()
+    try:
+        threads.set_pool_size(1)
+        one = [np.asarray(o) for o in f(x, a, b)]
+        threads.set_pool_size(size)
+        for _ in range(3):
+            got = [np.asarray(o) for o in f(x, a, b)]
+            assert all(np.array_equal(g, o) for g, o in zip(got, one))
+    finally:
+        threads.set_pool_size(old)
+    np.testing.assert_allclose(one[0], x.astype(np.float64) * 3 + 1, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(one[1], x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-3)
+    np.testing.assert_allclose(one[2], a.astype(np.float64) @ b, rtol=1e-5, atol=1e-4)
+
+
 def test_concurrent_callers_share_the_pool():
     a = RNG.standard_normal((200, 150)).astype(np.float64)
     b = RNG.standard_normal((150, 120)).astype(np.float64)
