@@ -14,7 +14,7 @@ C++ helpers the prelude gives generated code:
 * ``st_gemm(desc, a, b, c, ldc, r0, r1, parallel)``: rows ``[r0, r1)`` of the strided batched
   product described by ``desc`` (native/gemm.h), float or double.
 * ``st_scratch(slot, bytes)``: a per-thread buffer kept between calls (slot 0 is the kernels';
-  the GEMM uses slots 1 and 2).
+  the GEMM uses slots 1 and 2; slot 3 holds the partials of split column reductions).
 
 A library whose runtime was never set still runs correctly: serially, its products through
 plain loops (``st_gemm_loops``).
