@@ -91,7 +91,8 @@ def test_layer_norm_and_softmax_gradients_keep_their_bits(monkeypatch):
 
 
 def test_gelu_residuals_with_a_function_call_stay_stored(monkeypatch):
-    """tanh costs more to recompute than its value costs to load: only u * u is recomputed."""
+    """Recipes with a function call stay stored (a recomputed tanh could round differently in
+    another loop's scalar remainder): only u * u is recomputed."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((128, 64)).astype(np.float32)
     w1 = (rng.standard_normal((64, 256)) / 8).astype(np.float32)

@@ -12,7 +12,7 @@ epilogue fusion (on ``fused_kernel`` / ``fused_matmul`` equations) and rewrites 
   through the views P reads them with). Every equation of it is elementwise of ``o``'s shape
   (or a view of an input); ``o`` does not depend on the product of a ``fused_matmul``.
 * it is cheap: at most ``BUDGET`` cost units (1 per arithmetic equation, 2 per division; no
-  ``tanh``, ``exp``, ... : recomputing one costs more than loading the value, see BUDGET).
+  ``tanh``, ``exp``, ...: a recomputed one could differ in its last bit, see BUDGET).
 * every reader of ``o`` is a kernel that reads ``o`` at its loop index only (each equation
   reading it is elementwise of ``o``'s shape; for a ``fused_matmul``, ``o`` is an epilogue
   input, not an operand), ``o`` is no output of the Program, and the bases a reader does not
@@ -46,10 +46,14 @@ from .dce import dce
 from .fusion import ELEMENTWISE, REDUCE_PRIMITIVES, VIEW
 from .util import map_subprograms, nbytes, with_eqns
 
-# Cost units a recipe may take: 1 per arithmetic equation, 2 per division. Measured on the
-# machines here (AVX-512, 2 threads, 1M float32): a kernel reads one more 4 MiB input in about
-# 0.07 ms, while recomputing a ``tanh`` costs 0.3 ms and a multiply 0.02 ms; so recipes with a
-# function call (tanh, exp, log, pow, ...) are never rematerialised, a few arithmetic steps are.
+# Cost units a recipe may take: 1 per arithmetic equation, 2 per division. Recipes with a
+# function call (tanh, exp, log, pow, ...) are never rematerialised, whatever they cost: a
+# kernel computes such a function with the vector math library in the body of its SIMD loops
+# and with the C library in their scalar remainders, which round differently, so the same
+# element recomputed by a kernel with other loop bounds could differ in its last bit.
+# (Cost, measured on the machines here, AVX-512, 2 threads, 1M float32, 512-bit vectors: one
+# more 4 MiB input read ~0.1 ms, a multiply ~2 us, a tanh ~40 us; with 256-bit vectors, before
+# cache.FLAGS asked for 512, a tanh cost 0.3 ms.)
 BUDGET = 8
 _ARITHMETIC = frozenset({"add", "subtract", "multiply", "negative", "square", "abs", "max",
                          "min", "maximum", "minimum", "select_n", "where", "sign",
