@@ -841,6 +841,12 @@ class _Emitter:
         lines = []
         if _static(K) and K == 0:
             return []   # no kept element: nothing to reduce into
+        if _static(K) and _static(P) and all(r.combinable for r in self.reds) and \
+                all(_static(dims[d][0]) for d in red_dims):
+            split = self._column_split(red_dims, P, min(K, _ACC_BLOCK))
+            if split:
+                return self._split_column_reduction(red_dims, outer, P, min(K, _ACC_BLOCK),
+                                                    *split)
         if _static(K) and _static(P):
             BK = min(K, _ACC_BLOCK)
             if self.par and P * (-(-K // BK)) < _MIN_UNITS:
@@ -860,13 +866,6 @@ class _Emitter:
                              f"({cK} + {q} - 1) / {q}), {cK}), {_ACC_BLOCK});")
             lines.append(f"const int64_t st_nb = st_bk > 0 ? ({cK} + st_bk - 1) / st_bk : 0;")
             BK, NB = "st_bk", "st_nb"
-        reads_stores = self.reads + [s for s, _ in self.b.stores]
-        if _static(K) and _static(P) and all(r.combinable for r in self.reds) and \
-                all(_static(dims[d][0]) for d in red_dims):
-            split = self._column_split(red_dims, P, min(K, _ACC_BLOCK))
-            if split:
-                return self._split_column_reduction(red_dims, outer, P, min(K, _ACC_BLOCK),
-                                                    *split)
         names = [f"i{d}" for d in outer] + ["kb"]
         sizes = [dims[d][0] for d in outer] + [NB]
         body = self._decompose("p_", sizes, names)
@@ -875,21 +874,7 @@ class _Emitter:
                  f"const int64_t k1 = k0 + {cB} < {cK} ? k0 + {cB} : {cK};"]
         for r in self.reds:
             body += r.declare_array(acc_len, cB)
-        idx = {d: f"i{d}" for d in outer}
-        nest = []
-        for depth, d in enumerate(red_dims):
-            nest.append("  " * depth +
-                        f"for (int64_t i{d} = 0; i{d} < {self.c(dims[d][0])}; ++i{d}) {{")
-            idx[d] = f"i{d}"
-        ind = "  " * len(red_dims)
-        nest += [ind + x for x in self._bases(idx, reads_stores)]
-        nest += [ind + "#pragma omp simd", ind + "for (int64_t k = k0; k < k1; ++k) {"]
-        index = self._flat_index(red_dims) if any(r.is_arg for r in self.reds) else None
-        nest += [ind + "  " + x for x in self._body(inner, "array", index)]
-        nest.append(ind + "}")
-        for depth in range(len(red_dims) - 1, -1, -1):
-            nest.append("  " * depth + "}")
-        body += nest
+        body += self._column_nest(outer, red_dims)
         oidx = {d: f"i{d}" for d in outer}
         for r in self.reds:
             a = r.out_acc
@@ -898,6 +883,26 @@ class _Emitter:
                         f" + k * {self.c(s)}] = {_stored(a, r.final_array())};")
         return lines + self._loop("p_", self._prod([P, NB]), body)
 
+    def _column_nest(self, outer, red_dims, rows=None):
+        """The loops over the reduced dims of a column reduction around the SIMD loop over
+        columns ``[k0, k1)`` that updates the accumulator arrays; ``rows``: (dim, lo, hi) C
+        expressions bounding one reduced dim (a chunk of a split reduction)."""
+        dims = self.dims
+        idx = {d: f"i{d}" for d in outer}
+        nest = []
+        for depth, d in enumerate(red_dims):
+            lo, hi = rows[1:] if rows and rows[0] == d else ("0", self.c(dims[d][0]))
+            nest.append("  " * depth + f"for (int64_t i{d} = {lo}; i{d} < {hi}; ++i{d}) {{")
+            idx[d] = f"i{d}"
+        ind = "  " * len(red_dims)
+        nest += [ind + x for x in self._bases(idx, self.reads + [s for s, _ in self.b.stores])]
+        nest += [ind + "#pragma omp simd", ind + "for (int64_t k = k0; k < k1; ++k) {"]
+        index = self._flat_index(red_dims) if any(r.is_arg for r in self.reds) else None
+        nest += [ind + "  " + x for x in self._body(len(dims) - 1, "array", index)]
+        nest.append(ind + "}")
+        for depth in range(len(red_dims) - 1, -1, -1):
+            nest.append("  " * depth + "}")
+        return nest
 
     def _column_split(self, red_dims, P, BK):
         """(rows per chunk, chunks) of the first reduced dim when a static column reduction is
@@ -923,7 +928,6 @@ class _Emitter:
         NB = -(-K // BK)
         first = red_dims[0]
         n = dims[first][0]
-        per = {r.name: i for i, r in enumerate(self.reds)}
         # partials: [outer point][chunk][column], one array per reduction (8 bytes per element:
         # no accumulator is wider), in the calling thread's scratch slot 3 (native.py)
         size = P * nc * K * 8
@@ -936,33 +940,20 @@ class _Emitter:
                  f"const int64_t k1 = k0 + {BK} < {K} ? k0 + {BK} : {K};"]
         for r in self.reds:
             body += r.declare_array(BK, BK)
-        idx = {d: f"i{d}" for d in outer}
-        nest = []
-        for depth, d in enumerate(red_dims):
-            lo, hi = (f"kc * {g}", f"(kc * {g} + {g} < {n} ? kc * {g} + {g} : {n})") \
-                if d == first else ("0", str(dims[d][0]))
-            nest.append("  " * depth + f"for (int64_t i{d} = {lo}; i{d} < {hi}; ++i{d}) {{")
-            idx[d] = f"i{d}"
-        ind = "  " * len(red_dims)
-        nest += [ind + x for x in self._bases(idx, self.reads + [s for s, _ in self.b.stores])]
-        nest += [ind + "#pragma omp simd", ind + "for (int64_t k = k0; k < k1; ++k) {"]
-        nest += [ind + "  " + x for x in self._body(inner, "array")]
-        nest.append(ind + "}")
-        for depth in range(len(red_dims) - 1, -1, -1):
-            nest.append("  " * depth + "}")
-        body += nest
+        body += self._column_nest(outer, red_dims, (
+            first, f"kc * {g}", f"(kc * {g} + {g} < {n} ? kc * {g} + {g} : {n})"))
         pidx = self._flat_index(outer) if outer else "0"
-        for r in self.reds:
-            body.append(f"for (int64_t k = k0; k < k1; ++k) st_cp{per[r.name]}"
+        for i, r in enumerate(self.reds):
+            body.append(f"for (int64_t k = k0; k < k1; ++k) st_cp{i}"
                         f"[(({pidx}) * {nc} + kc) * {K} + k] = {r.name}[k - k0];")
         lines += self._loop("p_", P * NB * nc, body)
         # the combination, on the calling thread: each column folds its partials in order
         comb = self._decompose("p_", [dims[d][0] for d in outer], [f"i{d}" for d in outer]) \
             if outer else []
         comb.append(f"for (int64_t k = 0; k < {K}; ++k) {{")
-        for r in self.reds:
+        for i, r in enumerate(self.reds):
             comb += ["  " + x for x in r.declare_scalar()]
-            part = f"st_cp{per[r.name]}[(p_ * {nc} + st_c) * {K} + k]"
+            part = f"st_cp{i}[(p_ * {nc} + st_c) * {K} + k]"
             nan = f" {r.name}_nan |= ({part} != {part});" if r.nanflag else ""
             comb.append(f"  for (int64_t st_c = 0; st_c < {nc}; ++st_c) {{ "
                         f"{r.combine(part)}{nan} }}")
