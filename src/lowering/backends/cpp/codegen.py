@@ -875,13 +875,16 @@ class _Emitter:
         for r in self.reds:
             body += r.declare_array(acc_len, cB)
         body += self._column_nest(outer, red_dims)
-        oidx = {d: f"i{d}" for d in outer}
         for r in self.reds:
-            a = r.out_acc
-            s = self.dims[inner][2][a.id]
-            body.append(f"for (int64_t k = k0; k < k1; ++k) p{a.id}[({self._base(a, oidx)})"
-                        f" + k * {self.c(s)}] = {_stored(a, r.final_array())};")
+            body.append(f"for (int64_t k = k0; k < k1; ++k) {self._column_out(r, outer)} = "
+                        f"{_stored(r.out_acc, r.final_array())};")
         return lines + self._loop("p_", self._prod([P, NB]), body)
+
+    def _column_out(self, r, outer):
+        """The element of reduction ``r``'s output at column ``k`` (outer point ``i<d>``)."""
+        a = r.out_acc
+        s = self.dims[-1][2][a.id]
+        return f"p{a.id}[({self._base(a, {d: f'i{d}' for d in outer})}) + k * {self.c(s)}]"
 
     def _column_nest(self, outer, red_dims, rows=None):
         """The loops over the reduced dims of a column reduction around the SIMD loop over
@@ -957,12 +960,9 @@ class _Emitter:
             nan = f" {r.name}_nan |= ({part} != {part});" if r.nanflag else ""
             comb.append(f"  for (int64_t st_c = 0; st_c < {nc}; ++st_c) {{ "
                         f"{r.combine(part)}{nan} }}")
-        oidx = {d: f"i{d}" for d in outer}
         for r in self.reds:
-            a = r.out_acc
-            s = self.dims[inner][2][a.id]
-            comb.append(f"  p{a.id}[({self._base(a, oidx)}) + k * {self.c(s)}] = "
-                        f"{_stored(a, r.final_scalar())};")
+            comb.append(f"  {self._column_out(r, outer)} = "
+                        f"{_stored(r.out_acc, r.final_scalar())};")
         comb.append("}")
         return lines + self._loop("p_", P, comb, par=False)
 
