@@ -336,7 +336,7 @@ def test_large_reductions_are_accurate_and_parallel():
                                         ((700, 5), (0,))])
 def test_column_reductions_split_along_the_rows(shape, axes):
     """Column reductions with few column blocks are split into chunks of rows, each with its
-    own partials combined in chunk order (codegen._COL_CHUNK): every kind and dtype against
+    own partials combined in chunk order (columns.COL_CHUNK): every kind and dtype against
     NumPy (float sums against float64), NaN / inf / -0.0, and the same bits on 1, 2 and 5
     threads (the chunks follow from the sizes alone)."""
     from starling.lowering.runtime import threads

@@ -26,9 +26,9 @@ written and read, and alive. The pass repeats until nothing changes, so outputs 
 each other (``u * u`` feeding the tanh) fold back to their first base. Recomputation runs the
 same formulas on the same inputs as P did, so values keep their bits: the cpp kernels are compiled
 without multiply-add contraction (src/lowering/cache.py), and how a kernel splits a long sum
-follows from its sizes, not from the work the pass moves (codegen._RED_CHUNK). The order in
-which an operation's two NaN operands are read may change, and with it which NaN payload
-propagates. ``STARLING_REMAT=0`` turns it off.
+follows from its sizes, not from the work the pass moves (cpp/reductions.py: RED_CHUNK). The
+order in which an operation's two NaN operands are read may change, and with it which NaN
+payload propagates. ``STARLING_REMAT=0`` turns it off.
 
 Reference: rematerialisation of cheap fusible ops in backward passes as in XLA's rematerialization
 and PyTorch's min-cut partitioner (functorch ``min_cut_rematerialization_partition``); here it is

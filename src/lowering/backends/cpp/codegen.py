@@ -42,29 +42,14 @@ import os
 import numpy as np
 
 from . import formulas as F
-from .reductions import Red
+from .columns import ColumnReductions
+from .reductions import MAX_PARTS, MIN_UNITS, RED_CHUNK, Red
 from .dims import DIM_HELPERS, c_dim, dim_vars, same_dim  # noqa: F401  (re-exported)
 from .dims import is_static as _static, maybe_nonzero as _maybe_nonzero
 from .dims import same_shape as _same_shape, sym_expr as _sym_expr
 
 PARALLEL_WORK = int(os.environ.get("STARLING_CPP_PARALLEL_WORK", 1 << 18))
 CHUNK_WORK = int(os.environ.get("STARLING_CPP_CHUNK_WORK", 1 << 16))
-_MIN_UNITS = 8               # parallel work units wanted when the outer dims are few
-_MAX_PARTS = 256             # chunks (partial accumulators) of a split reduction
-# A row reduction with few outer points is split into chunks of about this many elements, each
-# accumulating its own partials, combined in chunk order, when it has at least two chunks' worth
-# per point. The split and the chunks follow from the sizes alone (not from the kernel's other
-# work, nor from whether it runs on the pool), so a sum has the same bits whatever else its
-# kernel computes: passes that move work between kernels (remat) keep results bit for bit.
-_RED_CHUNK = 1 << 12
-_ACC_BLOCK = 1024            # accumulator array length for column reductions
-# A column reduction with few column blocks (and outer points) is split along its first reduced
-# dim into chunks of about this many elements, each summing whole rows into its own partials,
-# combined in chunk order (sizes alone decide, as for _RED_CHUNK). Without the split, its units
-# were narrow column blocks walking every row: 512 bytes read per 4 KiB row, which the hardware
-# prefetchers do not follow across pages (the column sums of a 1024 x 1024 float32 product took
-# 191 us on two threads, 2.4x the time of reading it).
-_COL_CHUNK = 1 << 16
 _EXPENSIVE = {"exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
               "arcsin", "arccos", "arctan", "sinh", "cosh", "tanh", "arcsinh", "arccosh",
               "arctanh", "cbrt", "arctan2", "hypot", "pow", "logaddexp", "logaddexp2", "fmod",
@@ -553,7 +538,7 @@ def _emit_symbolic(b, dims, accs, reds, reads, work, svars, in_dtypes, out_avals
     return kernel
 
 
-class _Emitter:
+class _Emitter(ColumnReductions):
     def __init__(self, b, dims, accs, reds, par, size_names=None, work=1, elems=1):
         self.b, self.dims, self.accs, self.reds, self.par = b, dims, accs, reds, par
         self.reads = b.accesses
@@ -718,12 +703,12 @@ class _Emitter:
             if self.par:   # blocks of the inner dim when the outer dims are few: at run time
                 NB, BK = "st_nb", "st_bk"
                 cP, cK = self.c(P), self.c(K)
-                lines += [f"const int64_t st_nb = ({cP} < {_MIN_UNITS} && {cK} >= 1024) ? "
-                          f"st_dim_min(({cK} + 511) / 512, ({_MIN_UNITS} + st_dim_max({cP}, 1)"
+                lines += [f"const int64_t st_nb = ({cP} < {MIN_UNITS} && {cK} >= 1024) ? "
+                          f"st_dim_min(({cK} + 511) / 512, ({MIN_UNITS} + st_dim_max({cP}, 1)"
                           f" - 1) / st_dim_max({cP}, 1)) : 1;",
                           f"const int64_t st_bk = ({cK} + st_nb - 1) / st_nb;"]
-        elif self.par and P < _MIN_UNITS and K >= 1024:
-            NB = min(-(-K // 512), -(-_MIN_UNITS // max(P, 1)))
+        elif self.par and P < MIN_UNITS and K >= 1024:
+            NB = min(-(-K // 512), -(-MIN_UNITS // max(P, 1)))
         if _static(NB):
             BK = -(-K // NB) if NB > 1 else K
         blocked = not _static(NB) or NB > 1
@@ -744,7 +729,7 @@ class _Emitter:
 
     def _row_reduction(self, red_dims, inside=None):
         """Reduced dims are the trailing ones: scalar accumulators per outer point. When the
-        outer points are few and long (``inside``, see _RED_CHUNK) the reduction itself is
+        outer points are few and long (``inside``, see RED_CHUNK) the reduction itself is
         split: each chunk of the first reduced loop accumulates into its own partials,
         combined in chunk order; the chunks run on the pool when the kernel is parallel."""
         dims = self.dims
@@ -758,12 +743,12 @@ class _Emitter:
             inside = False
         if inside is None and not (_static(P) and _static(self.elems)):
             # few outer points and enough elements (run-time sizes): split the reduction
-            return ([f"if ({self.c(P)} < {2 * _MIN_UNITS} && {self.c(self.elems)} >= "
-                     f"{2 * _RED_CHUNK} * {self.c(P)}) {{"]
+            return ([f"if ({self.c(P)} < {2 * MIN_UNITS} && {self.c(self.elems)} >= "
+                     f"{2 * RED_CHUNK} * {self.c(P)}) {{"]
                     + ["  " + x for x in self._row_reduction(red_dims, True)] + ["} else {"]
                     + ["  " + x for x in self._row_reduction(red_dims, False)] + ["}"])
-        if inside is None:   # split the reduction itself (see _RED_CHUNK): sizes decide
-            inside = P < 2 * _MIN_UNITS and self.elems >= 2 * _RED_CHUNK * P
+        if inside is None:   # split the reduction itself (see RED_CHUNK): sizes decide
+            inside = P < 2 * MIN_UNITS and self.elems >= 2 * RED_CHUNK * P
         body = self._decompose("p_", [dims[d][0] for d in outer], [f"i{d}" for d in outer]) \
             if outer else []
         body += self._init_reds()
@@ -782,15 +767,15 @@ class _Emitter:
                                    self.c(K))
         parts, combine = [], []
         for i, r in enumerate(self.reds):
-            parts.append(f"{r.acc_t} st_part{i}[{_MAX_PARTS}];")
+            parts.append(f"{r.acc_t} st_part{i}[{MAX_PARTS}];")
             chunk.append(f"st_part{i}[st_lo / st_g] = {r.name};")
             combine.append("  " + r.combine(f"st_part{i}[st_c]"))
             if r.nanflag:
-                parts.append(f"int st_pnan{i}[{_MAX_PARTS}];")
+                parts.append(f"int st_pnan{i}[{MAX_PARTS}];")
                 chunk.append(f"st_pnan{i}[st_lo / st_g] = {r.name}_nan;")
                 combine.append(f"  {r.name}_nan |= st_pnan{i}[st_c];")
         cn = self.c(n)
-        grain = self._grain(n, _MAX_PARTS, P, per=(self.elems, _RED_CHUNK))
+        grain = self._grain(n, MAX_PARTS, P, per=(self.elems, RED_CHUNK))
         body += [f"const int64_t st_g = {self.c(grain)};"] + parts
         if self.par:
             body += [f"st_par({cn}, st_g, [&](int64_t st_lo, int64_t st_hi) {{"]
@@ -830,141 +815,6 @@ class _Emitter:
         for depth in range(len(loops) - 1, -1, -1):
             nest.append("  " * depth + "}")
         return nest
-
-    def _column_reduction(self, red_dims):
-        """Kept dims after the reduced ones: accumulator arrays over blocks of the last dim."""
-        dims = self.dims
-        inner = len(dims) - 1
-        K = dims[inner][0]
-        outer = [d for d in range(len(dims)) if d not in red_dims and d != inner]
-        P = math.prod(dims[d][0] for d in outer)
-        lines = []
-        if _static(K) and K == 0:
-            return []   # no kept element: nothing to reduce into
-        if _static(K) and _static(P) and all(r.combinable for r in self.reds) and \
-                all(_static(dims[d][0]) for d in red_dims):
-            split = self._column_split(red_dims, P, min(K, _ACC_BLOCK))
-            if split:
-                return self._split_column_reduction(red_dims, outer, P, min(K, _ACC_BLOCK),
-                                                    *split)
-        if _static(K) and _static(P):
-            BK = min(K, _ACC_BLOCK)
-            if self.par and P * (-(-K // BK)) < _MIN_UNITS:
-                BK = max(64, -(-K // -(-_MIN_UNITS // max(P, 1))))
-                BK = min(BK, K)
-            NB = -(-K // BK)
-            acc_len = BK
-        else:   # the same blocking, computed at run time (BK <= _ACC_BLOCK)
-            cK, cP = self.c(K), self.c(P)
-            acc_len = min(K, _ACC_BLOCK) if _static(K) else _ACC_BLOCK
-            lines.append(f"int64_t st_bk = st_dim_min({cK}, {_ACC_BLOCK});")
-            if self.par:
-                q = str(-(-_MIN_UNITS // max(P, 1))) if _static(P) else \
-                    f"(({_MIN_UNITS} + st_dim_max({cP}, 1) - 1) / st_dim_max({cP}, 1))"
-                lines.append(f"if (st_bk > 0 && {cP} * (({cK} + st_bk - 1) / st_bk) < "
-                             f"{_MIN_UNITS}) st_bk = st_dim_min(st_dim_min(st_dim_max(64, "
-                             f"({cK} + {q} - 1) / {q}), {cK}), {_ACC_BLOCK});")
-            lines.append(f"const int64_t st_nb = st_bk > 0 ? ({cK} + st_bk - 1) / st_bk : 0;")
-            BK, NB = "st_bk", "st_nb"
-        names = [f"i{d}" for d in outer] + ["kb"]
-        sizes = [dims[d][0] for d in outer] + [NB]
-        body = self._decompose("p_", sizes, names)
-        cB, cK = self.c(BK), self.c(K)
-        body += [f"const int64_t k0 = kb * {cB};",
-                 f"const int64_t k1 = k0 + {cB} < {cK} ? k0 + {cB} : {cK};"]
-        for r in self.reds:
-            body += r.declare_array(acc_len, cB)
-        body += self._column_nest(outer, red_dims)
-        for r in self.reds:
-            body.append(f"for (int64_t k = k0; k < k1; ++k) {self._column_out(r, outer)} = "
-                        f"{_stored(r.out_acc, r.final_array())};")
-        return lines + self._loop("p_", self._prod([P, NB]), body)
-
-    def _column_out(self, r, outer):
-        """The element of reduction ``r``'s output at column ``k`` (outer point ``i<d>``)."""
-        a = r.out_acc
-        s = self.dims[-1][2][a.id]
-        return f"p{a.id}[({self._base(a, {d: f'i{d}' for d in outer})}) + k * {self.c(s)}]"
-
-    def _column_nest(self, outer, red_dims, rows=None):
-        """The loops over the reduced dims of a column reduction around the SIMD loop over
-        columns ``[k0, k1)`` that updates the accumulator arrays; ``rows``: (dim, lo, hi) C
-        expressions bounding one reduced dim (a chunk of a split reduction)."""
-        dims = self.dims
-        idx = {d: f"i{d}" for d in outer}
-        nest = []
-        for depth, d in enumerate(red_dims):
-            lo, hi = rows[1:] if rows and rows[0] == d else ("0", self.c(dims[d][0]))
-            nest.append("  " * depth + f"for (int64_t i{d} = {lo}; i{d} < {hi}; ++i{d}) {{")
-            idx[d] = f"i{d}"
-        ind = "  " * len(red_dims)
-        nest += [ind + x for x in self._bases(idx, self.reads + [s for s, _ in self.b.stores])]
-        nest += [ind + "#pragma omp simd", ind + "for (int64_t k = k0; k < k1; ++k) {"]
-        index = self._flat_index(red_dims) if any(r.is_arg for r in self.reds) else None
-        nest += [ind + "  " + x for x in self._body(len(dims) - 1, "array", index)]
-        nest.append(ind + "}")
-        for depth in range(len(red_dims) - 1, -1, -1):
-            nest.append("  " * depth + "}")
-        return nest
-
-    def _column_split(self, red_dims, P, BK):
-        """(rows per chunk, chunks) of the first reduced dim when a static column reduction is
-        split (see _COL_CHUNK), else None; from the sizes alone."""
-        dims = self.dims
-        K = dims[-1][0]
-        NB = -(-K // BK)
-        n = dims[red_dims[0]][0]
-        if P * NB >= _MIN_UNITS or n < 2:
-            return None
-        row = K * math.prod(dims[d][0] for d in red_dims[1:])   # elements per step of dim n
-        g = max(1, -(-_COL_CHUNK // max(row, 1)), -(-n // _MAX_PARTS))
-        nc = -(-n // g)
-        return (g, nc) if nc >= 2 else None
-
-    def _split_column_reduction(self, red_dims, outer, P, BK, g, nc):
-        """The column reduction in units (outer point, column block, chunk of g steps of the
-        first reduced dim): each sums its rows into accumulator arrays and stores them as its
-        partials; then each column combines its partials in chunk order."""
-        dims = self.dims
-        inner = len(dims) - 1
-        K = dims[inner][0]
-        NB = -(-K // BK)
-        first = red_dims[0]
-        n = dims[first][0]
-        # partials: [outer point][chunk][column], one array per reduction (8 bytes per element:
-        # no accumulator is wider), in the calling thread's scratch slot 3 (native.py)
-        size = P * nc * K * 8
-        lines = [f"char* const st_cpart = (char*)st_scratch(3, {size * len(self.reds)});"]
-        lines += [f"{r.acc_t}* const st_cp{i} = ({r.acc_t}*)(st_cpart + {i * size});"
-                  for i, r in enumerate(self.reds)]
-        names = [f"i{d}" for d in outer] + ["kb", "kc"]
-        body = self._decompose("p_", [dims[d][0] for d in outer] + [NB, nc], names)
-        body += [f"const int64_t k0 = kb * {BK};",
-                 f"const int64_t k1 = k0 + {BK} < {K} ? k0 + {BK} : {K};"]
-        for r in self.reds:
-            body += r.declare_array(BK, BK)
-        body += self._column_nest(outer, red_dims, (
-            first, f"kc * {g}", f"(kc * {g} + {g} < {n} ? kc * {g} + {g} : {n})"))
-        pidx = self._flat_index(outer) if outer else "0"
-        for i, r in enumerate(self.reds):
-            body.append(f"for (int64_t k = k0; k < k1; ++k) st_cp{i}"
-                        f"[(({pidx}) * {nc} + kc) * {K} + k] = {r.name}[k - k0];")
-        lines += self._loop("p_", P * NB * nc, body)
-        # the combination, on the calling thread: each column folds its partials in order
-        comb = self._decompose("p_", [dims[d][0] for d in outer], [f"i{d}" for d in outer]) \
-            if outer else []
-        comb.append(f"for (int64_t k = 0; k < {K}; ++k) {{")
-        for i, r in enumerate(self.reds):
-            comb += ["  " + x for x in r.declare_scalar()]
-            part = f"st_cp{i}[(p_ * {nc} + st_c) * {K} + k]"
-            nan = f" {r.name}_nan |= ({part} != {part});" if r.nanflag else ""
-            comb.append(f"  for (int64_t st_c = 0; st_c < {nc}; ++st_c) {{ "
-                        f"{r.combine(part)}{nan} }}")
-        for r in self.reds:
-            comb.append(f"  {self._column_out(r, outer)} = "
-                        f"{_stored(r.out_acc, r.final_scalar())};")
-        comb.append("}")
-        return lines + self._loop("p_", P, comb, par=False)
 
 
 def _stored(acc, value):

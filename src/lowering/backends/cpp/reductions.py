@@ -19,6 +19,15 @@ import numpy as np
 
 from . import formulas as F
 
+# How reductions are split for the thread pool (codegen.py, columns.py).
+MIN_UNITS = 8                # parallel work units wanted when the outer dims are few
+MAX_PARTS = 256              # chunks (partial accumulators) of a split reduction
+# A row reduction with few outer points is split into chunks of about this many elements, each
+# accumulating its own partials, combined in chunk order, when it has at least two chunks' worth
+# per point. The split and the chunks follow from the sizes alone (not from the kernel's other
+# work, nor from whether it runs on the pool), so a sum has the same bits whatever else its
+# kernel computes: passes that move work between kernels (remat) keep results bit for bit.
+RED_CHUNK = 1 << 12
 ARG_KINDS = ("argmax", "argmin")
 _INDEX_DT = np.dtype(np.int64)
 
