@@ -38,6 +38,7 @@ import functools
 import hashlib
 import logging
 import os
+import platform
 import shutil
 import subprocess
 import tempfile
@@ -50,13 +51,15 @@ logger = logging.getLogger("starling.lowering")
 # rounds twice like the eager (NumPy) result instead of differing in the last bit.
 # -fopenmp-simd: the `#pragma omp simd` hints only; threads come from Starling's own pool
 # (src/lowering/runtime/native.py), never from an OpenMP runtime.
-# -mprefer-vector-width=512: on AVX-512 machines GCC's -march=native still vectorises with
-# 256-bit registers, and calls the 8-wide libmvec functions; with 512 bits, 1M float32 tanh on
-# two threads took 176 us instead of 556, a tanh-GELU 269 instead of 554, and the transformer,
-# MLP and RNN steps of benchmarks/models.py 5% less (no effect where there is no AVX-512).
-FLAGS = ("-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp-simd",
-         "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-ffp-contract=off", "-fPIC",
-         "-shared", "-std=c++17", "-w")
+# -mprefer-vector-width=512 (x86 only; other compilers' targets reject it): on AVX-512 machines
+# GCC's -march=native still vectorises with 256-bit registers, and calls the 8-wide libmvec
+# functions; with 512 bits, 1M float32 tanh on two threads took 176 us instead of 556, a
+# tanh-GELU 269 instead of 554, and the transformer, MLP and RNN steps of benchmarks/models.py
+# 5% less (no effect on x86 machines without AVX-512).
+_X86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+FLAGS = ("-O3", "-march=native") + (("-mprefer-vector-width=512",) if _X86 else ()) + (
+    "-fopenmp-simd", "-fno-math-errno", "-fno-trapping-math", "-fwrapv", "-ffp-contract=off",
+    "-fPIC", "-shared", "-std=c++17", "-w")
 # Per process: entries found, compiler runs, damaged entries rebuilt, entries another process
 # finished while this one waited for the lock.
 STATS = {"hits": 0, "compiles": 0, "corrupt": 0, "waited": 0}
